@@ -1,0 +1,45 @@
+"""The audit record of privileged changes: who did what, to which object, and why."""
+
+from jobs.models import AuditEntry
+
+
+def actor_for_user(user):
+    return f"user:{user.get_username()}"
+
+
+def actor_for_token(token):
+    return f"token:{token.prefix}"
+
+
+def record(actor, action, obj, *, tenant=None, detail=None, note=""):
+    """Write one audit entry for `action` on `obj` (a model instance)."""
+    return AuditEntry.objects.create(
+        tenant=tenant if tenant is not None else getattr(obj, "tenant", None),
+        actor=actor,
+        action=action,
+        object_type=obj._meta.label_lower,
+        object_id=str(obj.pk),
+        object_repr=str(obj)[:200],
+        detail=detail or {},
+        note=note,
+    )
+
+
+def record_many(actor, action, objs, *, detail=None, note=""):
+    """One entry per object, in one INSERT (bulk portal actions)."""
+    return AuditEntry.objects.bulk_create(
+        [
+            AuditEntry(
+                tenant=getattr(obj, "tenant", None),
+                actor=actor,
+                action=action,
+                object_type=obj._meta.label_lower,
+                object_id=str(obj.pk),
+                object_repr=str(obj)[:200],
+                detail=detail or {},
+                note=note,
+            )
+            for obj in objs
+        ],
+        batch_size=1000,
+    )

@@ -1,0 +1,51 @@
+"""Creating and changing job definitions: the one path for admin, API and CLI.
+
+`save_definition` validates, places the job on its shard, computes the next
+due instant when the schedule changed, bumps the version and audits, in one
+transaction.
+"""
+
+from django.db import transaction
+from django.utils import timezone
+
+from jobs import audit, cron
+from jobs.models import JobDefinition, shard_for
+
+SCHEDULE_FIELDS = ("schedule_kind", "cron_expr", "run_at", "time_zone")
+
+
+def first_due(job, now):
+    """The first occurrence of `job`'s schedule strictly after `now`, or None."""
+    if job.schedule_kind == JobDefinition.ScheduleKind.CRON:
+        found = cron.occurrences(job.cron_expr, job.time_zone, now, 1)
+        return found[0] if found else None
+    if job.schedule_kind == JobDefinition.ScheduleKind.AT:
+        return job.run_at
+    return None
+
+
+def schedule_changed(job):
+    if job.pk is None:
+        return True
+    before = JobDefinition.objects.filter(pk=job.pk).values(*SCHEDULE_FIELDS).first()
+    return before is None or any(before[f] != getattr(job, f) for f in SCHEDULE_FIELDS)
+
+
+@transaction.atomic
+def save_definition(job, actor, *, now=None, note=""):
+    """Validate and store `job` (new or changed). Raises ValidationError, storing nothing.
+
+    A new or rescheduled job starts from its first occurrence after now: a
+    schedule change never back-fills the past (use backfill for that).
+    """
+    now = now or timezone.now()
+    job.full_clean()
+    created = job.pk is None
+    if schedule_changed(job):
+        job.next_due_at = first_due(job, now) if job.status == JobDefinition.Status.ACTIVE else None
+    job.shard = shard_for(job.tenant.name, job.name)
+    if not created:
+        job.version += 1
+    job.save()
+    audit.record(actor, "create" if created else "update", job, detail={"version": job.version}, note=note)
+    return job, created

@@ -1,0 +1,250 @@
+"""Tenants, their API tokens, job definitions and the audit record.
+
+A JobDefinition is only ever stored through `jobs.validation.clean_definition`
+(called from `full_clean`), so the admin, the API and the management commands
+share one set of rules and nothing invalid reaches the table.
+"""
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+
+NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,199}$"
+QUEUE_RE = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+SHARDS = 64  # scheduler shards: hash(tenant, name) mod SHARDS, owned by lease
+
+
+class Tenant(models.Model):
+    """A team. Quotas bound what one team can put on the shared scheduler."""
+
+    name = models.SlugField(max_length=63, unique=True)
+    max_definitions = models.PositiveIntegerField(default=1000)
+    max_pending_runs = models.PositiveIntegerField(default=1_000_000)
+    max_concurrent_runs = models.PositiveIntegerField(default=1000)
+    enqueue_rate_per_minute = models.PositiveIntegerField(default=60_000)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="tenants")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class ApiToken(models.Model):
+    """A bearer secret. Only its SHA-256 is stored; the secret is shown once.
+
+    The secret carries 256 bits of randomness, so an unsalted fast hash is
+    enough (as for GitHub and Stripe keys): nobody can brute-force it.
+    """
+
+    class Kind(models.TextChoices):
+        TEAM = "team"  # manage the tenant's jobs, runs and dead letters
+        WORKER = "worker"  # lease, heartbeat, complete on the listed queues
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tokens")
+    name = models.CharField(max_length=100, blank=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    queues = models.JSONField(default=list, blank=True, help_text="Worker tokens: the queues it may lease from.")
+    prefix = models.CharField(max_length=16, editable=False, help_text="The first characters, to recognise a token.")
+    secret_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=["team", "worker"]), name="apitoken_kind_valid"),
+        ]
+
+    def __str__(self):
+        return f"{self.tenant.name}/{self.name or self.prefix} ({self.kind})"
+
+    @staticmethod
+    def hash_secret(secret):
+        return hashlib.sha256(secret.encode()).hexdigest()
+
+    @classmethod
+    def issue(cls, tenant, kind, name="", queues=()):
+        """Create a token and return `(token, secret)`; the secret is not kept."""
+        secret = f"dt_{kind[0]}_{secrets.token_urlsafe(32)}"
+        token = cls.objects.create(
+            tenant=tenant,
+            kind=kind,
+            name=name,
+            queues=list(queues),
+            prefix=secret[:12],
+            secret_hash=cls.hash_secret(secret),
+        )
+        return token, secret
+
+    @property
+    def is_active(self):
+        return self.revoked_at is None
+
+
+class JobDefinition(models.Model):
+    """What to run, when, and how to treat failures. Rules: jobs/validation.py."""
+
+    class ScheduleKind(models.TextChoices):
+        CRON = "cron"
+        AT = "at"
+        NONE = "none"  # on demand only
+
+    class MissedRunPolicy(models.TextChoices):
+        RUN_ONCE = "run_once"  # one catch-up run for all missed occurrences
+        RUN_ALL = "run_all"  # every missed occurrence, up to DUETIME_MISSED_RUN_CAP
+        SKIP = "skip"  # none; the missed ones are recorded skipped
+
+    class OverlapPolicy(models.TextChoices):
+        FORBID = "forbid"  # skip the new occurrence while one is running
+        ALLOW = "allow"
+        REPLACE = "replace"  # cancel the running lease, start the new one
+
+    class Priority(models.IntegerChoices):
+        CRITICAL = 0, "critical"
+        DEFAULT = 1, "default"
+        BULK = 2, "bulk"
+
+    class TargetKind(models.TextChoices):
+        PYTHON = "python"  # dotted path to a callable, run by run_worker
+        HTTP = "http"  # POST the payload to a URL, run by run_worker
+        CELERY = "celery"  # a Celery task name, published by run_dispatcher
+        EXTERNAL = "external"  # leased over HTTP by the tenant's own workers
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        PAUSED = "paused"
+        CANCELLED = "cancelled"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="jobs")
+    name = models.CharField(max_length=200, validators=[RegexValidator(NAME_RE)])
+    schedule_kind = models.CharField(max_length=10, choices=ScheduleKind.choices, default=ScheduleKind.CRON)
+    cron_expr = models.CharField(max_length=200, blank=True)
+    run_at = models.DateTimeField(null=True, blank=True, help_text="For schedule kind 'at'.")
+    time_zone = models.CharField(max_length=64, default="UTC")
+    jitter_seconds = models.PositiveIntegerField(default=0)
+    missed_run_policy = models.CharField(
+        max_length=10, choices=MissedRunPolicy.choices, default=MissedRunPolicy.RUN_ONCE
+    )
+    starting_deadline_seconds = models.PositiveIntegerField(null=True, blank=True)
+    overlap_policy = models.CharField(max_length=10, choices=OverlapPolicy.choices, default=OverlapPolicy.FORBID)
+    queue = models.CharField(max_length=64, default="default", validators=[RegexValidator(QUEUE_RE)])
+    priority = models.SmallIntegerField(choices=Priority.choices, default=Priority.DEFAULT)
+    timeout_seconds = models.PositiveIntegerField(default=900)
+    max_attempts = models.PositiveIntegerField(default=5)
+    retry_base_seconds = models.PositiveIntegerField(default=30)
+    retry_max_seconds = models.PositiveIntegerField(default=1800)
+    concurrency = models.PositiveIntegerField(null=True, blank=True, help_text="Most runs leased at once; empty: no limit.")
+    target_kind = models.CharField(max_length=10, choices=TargetKind.choices, default=TargetKind.PYTHON)
+    target_ref = models.CharField(max_length=2000, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.ACTIVE)
+    next_due_at = models.DateTimeField(null=True, blank=True, editable=False)
+    shard = models.SmallIntegerField(default=0, editable=False)
+    version = models.PositiveIntegerField(default=1, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tenant", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="jobdefinition_unique_name_per_tenant"),
+            models.CheckConstraint(condition=Q(schedule_kind__in=["cron", "at", "none"]), name="job_schedule_kind_valid"),
+            models.CheckConstraint(condition=~Q(schedule_kind="cron") | ~Q(cron_expr=""), name="job_cron_has_expr"),
+            models.CheckConstraint(condition=~Q(schedule_kind="at") | Q(run_at__isnull=False), name="job_at_has_run_at"),
+            models.CheckConstraint(
+                condition=Q(missed_run_policy__in=["run_once", "run_all", "skip"]), name="job_missed_run_policy_valid"
+            ),
+            models.CheckConstraint(condition=Q(overlap_policy__in=["forbid", "allow", "replace"]), name="job_overlap_valid"),
+            models.CheckConstraint(condition=Q(priority__in=[0, 1, 2]), name="job_priority_valid"),
+            models.CheckConstraint(
+                condition=Q(target_kind__in=["python", "http", "celery", "external"]), name="job_target_kind_valid"
+            ),
+            models.CheckConstraint(condition=Q(status__in=["active", "paused", "cancelled"]), name="job_status_valid"),
+            models.CheckConstraint(condition=Q(timeout_seconds__gte=1, timeout_seconds__lte=6 * 3600), name="job_timeout_range"),
+            models.CheckConstraint(condition=Q(max_attempts__gte=1, max_attempts__lte=100), name="job_max_attempts_range"),
+            models.CheckConstraint(condition=Q(retry_base_seconds__gte=0), name="job_retry_base_nonneg"),
+            models.CheckConstraint(condition=Q(retry_max_seconds__gte=models.F("retry_base_seconds")), name="job_retry_max_ge_base"),
+            models.CheckConstraint(condition=Q(concurrency__isnull=True) | Q(concurrency__gte=1), name="job_concurrency_positive"),
+            models.CheckConstraint(condition=Q(jitter_seconds__lte=3600), name="job_jitter_at_most_1h"),
+            models.CheckConstraint(condition=Q(shard__gte=0, shard__lt=SHARDS), name="job_shard_range"),
+        ]
+        indexes = [
+            # runs.materialize.due_definitions: active cron/at jobs whose next
+            # occurrence falls inside the look-ahead, per shard.
+            models.Index(
+                fields=["shard", "next_due_at"],
+                name="job_due_by_shard",
+                condition=Q(status="active", next_due_at__isnull=False),
+            ),
+        ]
+
+    def __str__(self):
+        return self.name
+
+    def clean(self):
+        from jobs.validation import clean_definition
+
+        clean_definition(self)
+
+    @property
+    def priority_name(self):
+        return self.Priority(self.priority).label
+
+
+class AuditEntry(models.Model):
+    """One privileged change: who did what to which object, and why."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="audit")
+    actor = models.CharField(max_length=200, help_text="user:<username>, token:<prefix>, or cli:<user>")
+    action = models.CharField(max_length=40)
+    object_type = models.CharField(max_length=40)
+    object_id = models.CharField(max_length=64)
+    object_repr = models.CharField(max_length=200, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    note = models.TextField(blank=True)
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name_plural = "audit entries"
+        indexes = [
+            # Portal: one tenant's audit log, newest first.
+            models.Index(fields=["tenant", "-at"], name="audit_by_tenant"),
+        ]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.object_repr}"
+
+
+class IdempotencyRecord(models.Model):
+    """The first answer to an `Idempotency-Key` request, replayed for 24 h.
+
+    Inserted `in_flight` before the request runs (the unique key makes a
+    concurrent duplicate fail fast with 409), filled in when it answers.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    key = models.CharField(max_length=255)
+    request_hash = models.CharField(max_length=64)
+    in_flight = models.BooleanField(default=True)
+    response_status = models.PositiveSmallIntegerField(null=True)
+    response_body = models.JSONField(null=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "key"], name="idempotency_unique_key_per_tenant"),
+        ]
+
+
+def shard_for(tenant_name, job_name):
+    digest = hashlib.blake2b(f"{tenant_name}/{job_name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % SHARDS
+

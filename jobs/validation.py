@@ -1,0 +1,127 @@
+"""The one set of rules for a job definition.
+
+`clean_definition` is called by JobDefinition.clean(), so the admin form, the
+API serializer and the management commands all get the same messages, each
+naming the field and saying how to fix it.
+"""
+
+import json
+import re
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+
+from jobs import cron
+from jobs.models import NAME_RE, QUEUE_RE, JobDefinition
+
+MAX_TIMEOUT_SECONDS = 6 * 3600
+MAX_ATTEMPTS = 100
+MAX_RETRY_SECONDS = 7 * 86400
+MAX_JITTER_SECONDS = 3600
+DOTTED_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+CELERY_TASK_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+
+
+def payload_size(payload):
+    """Bytes of the payload as stored and sent: compact UTF-8 JSON."""
+    return len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def check_payload(payload):
+    """Return an error message for the payload, or None when it is acceptable."""
+    try:
+        size = payload_size(payload)
+    except (TypeError, ValueError) as exc:
+        return f"must be JSON ({exc})"
+    limit = settings.DUETIME_MAX_PAYLOAD_BYTES
+    if size > limit:
+        return f"is {size} bytes of JSON; the limit is {limit} bytes (256 KB). Store large data elsewhere and pass a reference."
+    return None
+
+
+def clean_definition(job):
+    """Raise ValidationError({field: [message]}) listing every problem of `job`."""
+    errors = {}
+    for check in (_check_name, _check_schedule, _check_limits, _check_retry, _check_target):
+        for field, message in check(job):
+            errors.setdefault(field, []).append(message)
+    problem = check_payload(job.payload)
+    if problem:
+        errors.setdefault("payload", []).append(f"payload {problem}")
+    if errors:
+        raise ValidationError(errors)
+
+
+def _check_name(job):
+    if not re.match(NAME_RE, job.name or ""):
+        yield "name", (
+            f"'{job.name}' is not a valid job name: use 1-200 lowercase letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit (for example billing.export-invoices)"
+        )
+    if not re.match(QUEUE_RE, job.queue or ""):
+        yield "queue", f"'{job.queue}' is not a valid queue name: use 1-64 lowercase letters, digits, '.', '_' or '-'"
+
+
+def _check_schedule(job):
+    kind = job.schedule_kind
+    if kind not in JobDefinition.ScheduleKind.values:
+        yield "schedule_kind", f"'{kind}' is not a schedule kind: use cron, at or none"
+    try:
+        cron.get_zone(job.time_zone)
+    except cron.ZoneError as exc:
+        yield "time_zone", str(exc)
+    if kind == "cron":
+        if not job.cron_expr:
+            yield "cron_expr", "a cron schedule needs an expression, for example '0 2 * * *' (02:00 every day)"
+        else:
+            try:
+                cron.validate(job.cron_expr)
+            except cron.CronError as exc:
+                yield "cron_expr", str(exc)
+    elif job.cron_expr:
+        yield "cron_expr", f"only a cron schedule takes an expression; clear it or set the schedule kind to cron"
+    if kind == "at" and job.run_at is None:
+        yield "run_at", "an 'at' schedule needs the instant to run at (ISO 8601 with an offset)"
+    if job.missed_run_policy not in JobDefinition.MissedRunPolicy.values:
+        yield "missed_run_policy", f"'{job.missed_run_policy}' is not a policy: use run_once, run_all or skip"
+    if job.overlap_policy not in JobDefinition.OverlapPolicy.values:
+        yield "overlap_policy", f"'{job.overlap_policy}' is not a policy: use forbid, allow or replace"
+    if job.starting_deadline_seconds is not None and job.starting_deadline_seconds < 1:
+        yield "starting_deadline_seconds", "must be at least 1 second, or empty for no deadline"
+    if not 0 <= (job.jitter_seconds or 0) <= MAX_JITTER_SECONDS:
+        yield "jitter_seconds", f"must be between 0 and {MAX_JITTER_SECONDS} seconds"
+
+
+def _check_limits(job):
+    if not 1 <= (job.timeout_seconds or 0) <= MAX_TIMEOUT_SECONDS:
+        yield "timeout_seconds", f"must be between 1 and {MAX_TIMEOUT_SECONDS} seconds (6 h)"
+    if job.concurrency is not None and job.concurrency < 1:
+        yield "concurrency", "must be at least 1, or empty for no limit"
+    if job.priority not in JobDefinition.Priority.values:
+        yield "priority", "must be critical, default or bulk"
+
+
+def _check_retry(job):
+    if not 1 <= (job.max_attempts or 0) <= MAX_ATTEMPTS:
+        yield "max_attempts", f"must be between 1 and {MAX_ATTEMPTS}"
+    base, most = job.retry_base_seconds, job.retry_max_seconds
+    if base is None or not 0 <= base <= MAX_RETRY_SECONDS:
+        yield "retry_base_seconds", f"must be between 0 and {MAX_RETRY_SECONDS} seconds (7 days)"
+    if most is None or not 0 <= most <= MAX_RETRY_SECONDS:
+        yield "retry_max_seconds", f"must be between 0 and {MAX_RETRY_SECONDS} seconds (7 days)"
+    elif base is not None and most < base:
+        yield "retry_max_seconds", f"must be at least retry_base_seconds ({base})"
+
+
+def _check_target(job):
+    kind, ref = job.target_kind, job.target_ref or ""
+    if kind == "python" and not DOTTED_PATH_RE.match(ref):
+        yield "target_ref", f"'{ref}' is not a dotted path to a callable, for example billing.tasks.export_invoices"
+    elif kind == "http" and not re.match(r"^https?://[^\s/]+", ref):
+        yield "target_ref", f"'{ref}' is not an http(s) URL, for example https://billing.internal/hooks/export"
+    elif kind == "celery" and not CELERY_TASK_RE.match(ref):
+        yield "target_ref", f"'{ref}' is not a Celery task name, for example billing.tasks.export_invoices"
+    elif kind == "external" and ref:
+        yield "target_ref", "an external target takes no reference: the tenant's workers lease its runs over HTTP"
+    elif kind not in JobDefinition.TargetKind.values:
+        yield "target_kind", f"'{kind}' is not a target kind: use python, http, celery or external"

@@ -1,0 +1,195 @@
+"""Runs (one scheduled execution), their attempts, and the scheduler's lease rows.
+
+A Run's state only changes through runs/transitions.py (and the hot SQL in
+runs/sql/ that it owns), always as a compare-and-set on the expected state
+and fencing token. Never read a run, modify it and save() it.
+"""
+
+from django.db import models
+from django.db.models import Q
+
+from jobs.models import JobDefinition, Tenant
+
+TERMINAL_STATES = ("succeeded", "dead", "cancelled", "skipped")
+CLAIMABLE_STATES = ("scheduled", "retry_wait")
+
+
+class Run(models.Model):
+    class State(models.TextChoices):
+        # In: materialise, enqueue, trigger, backfill, replay (from dead).
+        # Out: claim (-> leased), cancel, overlap/missed-run policy (-> skipped).
+        SCHEDULED = "scheduled"
+        # In: claim. Out: complete (-> succeeded, retry_wait, dead), reaper on
+        # lease expiry (-> retry_wait, dead), overlap `replace` (-> cancelled).
+        LEASED = "leased"
+        # In: a failed attempt with attempts left. Out: claim once available_at passes.
+        RETRY_WAIT = "retry_wait"
+        SUCCEEDED = "succeeded"  # terminal
+        # In: attempts exhausted or a permanent error; a dlq.DeadLetter is written.
+        # Out: replay (-> scheduled, fresh attempt budget).
+        DEAD = "dead"
+        CANCELLED = "cancelled"  # terminal; `reason` says why
+        SKIPPED = "skipped"  # terminal; `reason` says which policy skipped it
+
+    class Origin(models.TextChoices):
+        SCHEDULE = "schedule"  # a cron or `at` occurrence; unique per (job, due_at)
+        TRIGGER = "trigger"  # "trigger now" from the portal or API
+        API = "api"  # one-off or delayed run, optionally with an idempotency key
+        BACKFILL = "backfill"  # a past occurrence run again on request
+
+    # No single-column FK indexes: every index costs a write on each state
+    # change, and the composite indexes below lead with these columns.
+    job = models.ForeignKey(JobDefinition, on_delete=models.CASCADE, related_name="runs", db_index=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="runs", db_index=False)
+    origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.SCHEDULE)
+    due_at = models.DateTimeField(help_text="The occurrence's nominal instant; the run's identity.")
+    available_at = models.DateTimeField(help_text="When the run may next be claimed (due + jitter, or retry backoff).")
+    state = models.CharField(max_length=12, choices=State.choices, default=State.SCHEDULED)
+    attempt = models.PositiveIntegerField(default=0, help_text="Attempts started so far.")
+    max_attempts = models.PositiveIntegerField(default=5, help_text="Attempt number after which a failure is final.")
+    timeout_seconds = models.PositiveIntegerField(default=900)
+    idempotency_key = models.CharField(max_length=300)
+    fencing_token = models.BigIntegerField(null=True, blank=True)
+    worker_id = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    queue = models.CharField(max_length=64)
+    priority = models.SmallIntegerField(choices=JobDefinition.Priority.choices, default=JobDefinition.Priority.DEFAULT)
+    shard = models.SmallIntegerField(default=0)
+    payload = models.JSONField(default=dict, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True, help_text="Start of the current or last attempt.")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    reason = models.TextField(blank=True, help_text="Why it was skipped or cancelled.")
+    covers_until = models.DateTimeField(
+        null=True, blank=True, help_text="A skipped summary row stands for every occurrence from due_at to here."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # A second materialisation (failover, retry after a crash) is a no-op.
+            models.UniqueConstraint(
+                fields=["job", "due_at"], condition=Q(origin="schedule"), name="run_unique_occurrence"
+            ),
+            # POST /v1/jobs/{name}/runs with an Idempotency-Key returns the same run.
+            models.UniqueConstraint(
+                fields=["tenant", "idempotency_key"], condition=Q(origin="api"), name="run_unique_api_key"
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    state__in=["scheduled", "leased", "retry_wait", "succeeded", "dead", "cancelled", "skipped"]
+                ),
+                name="run_state_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(origin__in=["schedule", "trigger", "api", "backfill"]), name="run_origin_valid"
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="leased") | Q(lease_expires_at__isnull=False, fencing_token__isnull=False),
+                name="run_leased_has_lease",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state__in=TERMINAL_STATES) | Q(finished_at__isnull=False),
+                name="run_terminal_has_finished_at",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state__in=["skipped", "cancelled"]) | ~Q(reason=""), name="run_skip_cancel_has_reason"
+            ),
+            models.CheckConstraint(condition=Q(available_at__gte=models.F("due_at")), name="run_never_available_early"),
+            models.CheckConstraint(condition=Q(priority__in=[0, 1, 2]), name="run_priority_valid"),
+        ]
+        indexes = [
+            # runs/sql claim_batch: per tenant and queue, due runs by priority then
+            # age (one probe per tenant, queue and priority gives the round-robin).
+            # Partial, so finished runs never enter it, and the range scan on
+            # available_at stops at the first run not yet due, however many are
+            # scheduled ahead.
+            models.Index(
+                fields=["tenant", "queue", "priority", "available_at"],
+                name="run_claimable",
+                condition=Q(state__in=CLAIMABLE_STATES),
+            ),
+            # runs/sql expire_leases (the reaper): leases past their expiry.
+            models.Index(fields=["lease_expires_at"], name="run_leased_expiry", condition=Q(state="leased")),
+            # runs/sql claim_batch: leased runs per tenant and per job, for the
+            # tenant cap, the job's concurrency limit and its overlap policy.
+            models.Index(fields=["tenant", "job"], name="run_leased_by_owner", condition=Q(state="leased")),
+            # Job history (API GET /v1/jobs/{name}/runs, portal job page): newest first.
+            models.Index(fields=["job", "-id"], name="run_history_by_job"),
+            # Dashboards: a tenant's runs by state and due time.
+            models.Index(fields=["tenant", "state", "due_at"], name="run_by_tenant_state"),
+        ]
+
+    def __str__(self):
+        return f"run {self.pk} of {self.job_id} due {self.due_at:%Y-%m-%d %H:%M:%S%z} ({self.state})"
+
+    @property
+    def is_terminal(self):
+        return self.state in TERMINAL_STATES
+
+
+class Attempt(models.Model):
+    """One execution of a run, written when it ends (complete or reap)."""
+
+    class Outcome(models.TextChoices):
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        TIMED_OUT = "timed_out"
+        LEASE_EXPIRED = "lease_expired"
+        STALE = "stale"  # the lease was taken away (overlap `replace`, cancel)
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts", db_index=False)
+    attempt = models.PositiveIntegerField()
+    fencing_token = models.BigIntegerField()
+    worker_id = models.CharField(max_length=200, blank=True)
+    available_at = models.DateTimeField(help_text="The available_at the attempt was claimed against.")
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField()
+    outcome = models.CharField(max_length=14, choices=Outcome.choices)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["run", "attempt"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "attempt"], name="attempt_unique_per_run"),
+            models.CheckConstraint(
+                condition=Q(outcome__in=["succeeded", "failed", "timed_out", "lease_expired", "stale"]),
+                name="attempt_outcome_valid",
+            ),
+            # The promise: no attempt starts before the run was available.
+            models.CheckConstraint(condition=Q(started_at__gte=models.F("available_at")), name="attempt_never_early"),
+        ]
+        indexes = [
+            # Dashboards: lateness percentiles over recent first attempts.
+            models.Index(fields=["started_at"], name="attempt_by_start", condition=Q(attempt=1)),
+        ]
+
+    def __str__(self):
+        return f"attempt {self.attempt} of run {self.run_id}: {self.outcome}"
+
+    @property
+    def lateness(self):
+        return self.started_at - self.available_at
+
+
+class ShardLease(models.Model):
+    """Ownership of one scheduler shard (or the `leader` row) by one process.
+
+    Taken and renewed by compare-and-set; `epoch` comes from the fencing
+    sequence, so a node that lost its lease is recognised by an old epoch.
+    """
+
+    name = models.CharField(max_length=40, primary_key=True)
+    owner = models.CharField(max_length=200)
+    epoch = models.BigIntegerField()
+    expires_at = models.DateTimeField()
+
+    def __str__(self):
+        return f"{self.name} owned by {self.owner} (epoch {self.epoch})"
+
+
+class Counter(models.Model):
+    """SQLite's stand-in for PostgreSQL sequences (the fencing token source)."""
+
+    name = models.CharField(max_length=40, primary_key=True)
+    value = models.BigIntegerField(default=0)

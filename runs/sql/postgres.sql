@@ -1,0 +1,213 @@
+-- Hot-path queries for PostgreSQL. Same names as sqlite.sql; each name is the
+-- Python function that runs it. `%(now)s` is NULL in production, so the
+-- database clock decides; tests pass a fixed instant.
+-- statement_timestamp() rather than now(): a claim waits for its tenant lock,
+-- and its lease must be measured from when the statement ran.
+
+-- name: lock_ready_tenants
+-- claims.claim: lock the tenants that have a due run on the wanted queues, in
+-- id order, so claims for one tenant take turns (its caps are then counted
+-- race-free by the next statement's fresh snapshot) and claimers never
+-- deadlock. NO KEY UPDATE does not block inserts of runs that reference them.
+SELECT t.id
+FROM jobs_tenant t
+WHERE (%(tenant)s::bigint IS NULL OR t.id = %(tenant)s::bigint)
+  AND EXISTS (
+    SELECT 1
+    FROM unnest(%(queues)s::text[]) AS q(name)
+    CROSS JOIN (VALUES (0), (1), (2)) AS p(priority)
+    WHERE EXISTS (
+      SELECT 1 FROM runs_run r
+      WHERE r.tenant_id = t.id AND r.queue = q.name AND r.priority = p.priority
+        AND r.state IN ('scheduled', 'retry_wait')
+        AND r.available_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+    )
+  )
+ORDER BY t.id
+FOR NO KEY UPDATE OF t;
+
+-- name: claim_candidates
+-- claims.claim: lock up to %(n)s due runs per (tenant, queue, priority), oldest
+-- first, of active jobs only (one index probe each on run_claimable: the
+-- round-robin needs every tenant's head, not just the globally oldest rows).
+-- SKIP LOCKED passes over runs that a cancel or the reaper holds. Returns each
+-- candidate with its tenant's free room and, only for jobs with a limit or an
+-- overlap policy, the count of the job's leased runs.
+WITH candidates AS (
+    SELECT c.*
+    FROM unnest(%(tenants)s::bigint[]) AS t(id)
+    CROSS JOIN unnest(%(queues)s::text[]) AS q(name)
+    CROSS JOIN (VALUES (0), (1), (2)) AS p(priority)
+    CROSS JOIN LATERAL (
+        SELECT r.id, r.tenant_id, r.job_id, r.priority, r.origin, r.available_at
+        FROM runs_run r
+        JOIN jobs_jobdefinition jd ON jd.id = r.job_id AND jd.status = 'active'
+        WHERE r.tenant_id = t.id AND r.queue = q.name AND r.priority = p.priority
+          AND r.state IN ('scheduled', 'retry_wait')
+          AND r.available_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+        ORDER BY r.available_at
+        LIMIT %(n)s
+        FOR UPDATE OF r SKIP LOCKED
+    ) c
+),
+rooms AS (
+    SELECT t.id AS tenant_id,
+           t.max_concurrent_runs
+             - (SELECT count(*) FROM runs_run l WHERE l.tenant_id = t.id AND l.state = 'leased') AS room
+    FROM jobs_tenant t
+    WHERE t.id = ANY(%(tenants)s::bigint[])
+),
+gates AS (
+    SELECT j.id AS job_id, j.concurrency, j.overlap_policy,
+           CASE WHEN j.concurrency IS NOT NULL OR j.overlap_policy <> 'allow'
+                THEN (SELECT count(*) FROM runs_run l
+                      WHERE l.tenant_id = j.tenant_id AND l.job_id = j.id AND l.state = 'leased')
+                ELSE 0 END AS job_leased
+    FROM jobs_jobdefinition j
+    WHERE j.id IN (SELECT DISTINCT job_id FROM candidates)
+)
+SELECT c.id, c.tenant_id, c.job_id, c.priority, c.origin, c.available_at,
+       g.concurrency, g.overlap_policy, g.job_leased, rm.room
+FROM candidates c
+JOIN gates g ON g.job_id = c.job_id
+JOIN rooms rm ON rm.tenant_id = c.tenant_id;
+
+-- name: lease_runs
+-- claims.claim: lease the chosen runs (still claimable: they are locked by
+-- this transaction). Each gets a new fencing token from the one global
+-- sequence; the lease is capped by the job's timeout. Returns what a worker
+-- needs to execute and complete the run.
+UPDATE runs_run r
+SET state = 'leased',
+    attempt = r.attempt + 1,
+    fencing_token = nextval('runs_fencing_token_seq'),
+    worker_id = %(worker)s,
+    started_at = coalesce(%(now)s::timestamptz, statement_timestamp()),
+    lease_expires_at = coalesce(%(now)s::timestamptz, statement_timestamp())
+        + make_interval(secs => least(%(lease)s, r.timeout_seconds))
+FROM jobs_jobdefinition j
+WHERE r.id = ANY(%(ids)s::bigint[])
+  AND j.id = r.job_id
+  AND r.state IN ('scheduled', 'retry_wait')
+RETURNING r.id, r.tenant_id, r.job_id, j.name, j.target_kind, j.target_ref, r.queue, r.attempt,
+          r.max_attempts, r.idempotency_key, r.fencing_token, r.payload, r.due_at, r.available_at,
+          r.started_at, r.lease_expires_at, r.timeout_seconds;
+
+-- name: heartbeat
+-- transitions.heartbeat: extend the lease only while the caller's fencing
+-- token is the run's current one and the run is leased; never past the
+-- attempt's start + the job's timeout. No row back: the caller is stale.
+UPDATE runs_run
+SET lease_expires_at = least(
+        coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => %(lease)s),
+        started_at + make_interval(secs => timeout_seconds))
+WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'leased'
+RETURNING lease_expires_at;
+
+-- name: complete_runs
+-- transitions.complete_many: finish many attempts in one statement. Each run
+-- moves only where its fencing token matches and it is still leased (the
+-- `held` CTE locks those rows by primary key, and re-checks them after any
+-- wait); the attempt rows and any dead letters are written in the same
+-- statement. Backoff before retry n is full jitter:
+-- uniform(0, min(retry_max, retry_base * 2^(n-1))).
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(outcomes)s::text[],
+                         %(errors)s::text[], %(retryable)s::boolean[])
+           AS i(id, token, outcome, error, retryable)
+),
+held AS (
+    SELECT r.id, r.attempt, r.max_attempts, r.fencing_token, r.worker_id, r.available_at, r.started_at,
+           r.job_id, r.tenant_id, i.outcome, i.error,
+           CASE WHEN i.outcome = 'succeeded' THEN 'succeeded'
+                WHEN i.retryable AND r.attempt < r.max_attempts THEN 'retry_wait'
+                ELSE 'dead' END AS next_state,
+           random() * least(j.retry_max_seconds, j.retry_base_seconds * power(2, r.attempt - 1)) AS backoff
+    FROM runs_run r
+    JOIN input i ON i.id = r.id AND i.token = r.fencing_token
+    JOIN jobs_jobdefinition j ON j.id = r.job_id
+    WHERE r.id = ANY(%(ids)s::bigint[]) AND r.state = 'leased'
+    FOR NO KEY UPDATE OF r
+),
+moved AS (
+    UPDATE runs_run r
+    SET state = h.next_state,
+        lease_expires_at = NULL,
+        available_at = CASE WHEN h.next_state = 'retry_wait'
+                            THEN coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => h.backoff)
+                            ELSE r.available_at END,
+        finished_at = CASE WHEN h.next_state = 'retry_wait' THEN NULL
+                           ELSE coalesce(%(now)s::timestamptz, statement_timestamp()) END,
+        last_error = h.error
+    FROM held h
+    WHERE r.id = h.id
+    RETURNING r.id, r.state, r.available_at
+),
+attempts AS (
+    INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error)
+    SELECT h.id, h.attempt, h.fencing_token, h.worker_id, h.available_at, h.started_at,
+           coalesce(%(now)s::timestamptz, statement_timestamp()), h.outcome, h.error
+    FROM held h
+),
+dead AS (
+    INSERT INTO dlq_deadletter (run_id, job_id, tenant_id, last_error, dead_at, resolved_by)
+    SELECT h.id, h.job_id, h.tenant_id, h.error, coalesce(%(now)s::timestamptz, statement_timestamp()), ''
+    FROM held h
+    WHERE h.next_state = 'dead'
+)
+SELECT id, state, available_at FROM moved;
+
+-- name: expire_leases
+-- reaper.reap: leases past their expiry, at most %(n)s per pass, oldest
+-- first. SKIP LOCKED leaves a run that a completion is finishing right now to
+-- that completion. A run whose lease reached its start + timeout timed out;
+-- otherwise its worker vanished (lease_expired). Either way: retry_wait with
+-- backoff while attempts are left, else dead with a dead letter.
+WITH held AS (
+    SELECT r.id, r.attempt, r.max_attempts, r.fencing_token, r.worker_id, r.available_at, r.started_at,
+           r.job_id, r.tenant_id,
+           CASE WHEN r.lease_expires_at >= r.started_at + make_interval(secs => r.timeout_seconds)
+                THEN 'timed_out' ELSE 'lease_expired' END AS outcome,
+           CASE WHEN r.attempt < r.max_attempts THEN 'retry_wait' ELSE 'dead' END AS next_state,
+           random() * least(j.retry_max_seconds, j.retry_base_seconds * power(2, r.attempt - 1)) AS backoff
+    FROM runs_run r
+    JOIN jobs_jobdefinition j ON j.id = r.job_id
+    WHERE r.state = 'leased' AND r.lease_expires_at < coalesce(%(now)s::timestamptz, statement_timestamp())
+    ORDER BY r.lease_expires_at
+    LIMIT %(n)s
+    FOR NO KEY UPDATE OF r SKIP LOCKED
+),
+moved AS (
+    UPDATE runs_run r
+    SET state = h.next_state,
+        lease_expires_at = NULL,
+        available_at = CASE WHEN h.next_state = 'retry_wait'
+                            THEN coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => h.backoff)
+                            ELSE r.available_at END,
+        finished_at = CASE WHEN h.next_state = 'dead' THEN coalesce(%(now)s::timestamptz, statement_timestamp()) END,
+        last_error = CASE WHEN h.outcome = 'timed_out' THEN 'timed out: ran longer than the job''s timeout_seconds'
+                          ELSE 'lease expired: worker ' || h.worker_id || ' stopped heartbeating' END
+    FROM held h
+    WHERE r.id = h.id
+    RETURNING r.id, r.state
+),
+attempts AS (
+    INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error)
+    SELECT h.id, h.attempt, h.fencing_token, h.worker_id, h.available_at, h.started_at,
+           coalesce(%(now)s::timestamptz, statement_timestamp()), h.outcome,
+           CASE WHEN h.outcome = 'timed_out' THEN 'timed out' ELSE 'lease expired' END
+    FROM held h
+),
+dead AS (
+    INSERT INTO dlq_deadletter (run_id, job_id, tenant_id, last_error, dead_at, resolved_by)
+    SELECT h.id, h.job_id, h.tenant_id,
+           CASE WHEN h.outcome = 'timed_out' THEN 'timed out' ELSE 'lease expired' END,
+           coalesce(%(now)s::timestamptz, statement_timestamp()), ''
+    FROM held h
+    WHERE h.next_state = 'dead'
+)
+SELECT id, state FROM moved;
+
+-- name: next_fencing_tokens
+-- transitions and shards: %(n)s fresh values of the global fencing sequence.
+SELECT nextval('runs_fencing_token_seq') FROM generate_series(1, %(n)s);

@@ -1,0 +1,97 @@
+"""Named actors and factories for tests that read like stories.
+
+Tenants: acme (Alice is its operator) and globex (Bob's). `make_job` and
+`make_run(state=...)` keep columns consistent with the database's CHECKs.
+"""
+
+import datetime as dt
+import itertools
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from jobs.models import JobDefinition, Tenant, shard_for
+from runs.models import Run
+
+UTC = dt.timezone.utc
+NOW = dt.datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
+_tokens = itertools.count(10_000_000)
+
+
+def is_postgres():
+    return connection.vendor == "postgresql"
+
+
+@pytest.fixture
+def acme(db):
+    return Tenant.objects.create(name="acme")
+
+
+@pytest.fixture
+def globex(db):
+    return Tenant.objects.create(name="globex")
+
+
+@pytest.fixture
+def alice(db, acme, django_user_model):
+    user = django_user_model.objects.create_user("alice", password="alice-pass-123", is_staff=True)
+    acme.members.add(user)
+    return user
+
+
+@pytest.fixture
+def bob(db, globex, django_user_model):
+    user = django_user_model.objects.create_user("bob", password="bob-pass-123", is_staff=True)
+    globex.members.add(user)
+    return user
+
+
+@pytest.fixture
+def make_job(db):
+    def make(tenant, name="billing.export", **fields):
+        fields.setdefault("schedule_kind", "cron" if fields.get("cron_expr") else "none")
+        fields.setdefault("target_kind", "python")
+        fields.setdefault("target_ref", "tests.handlers.noop")
+        job = JobDefinition(tenant=tenant, name=name, shard=shard_for(tenant.name, name), **fields)
+        job.full_clean()
+        job.save()
+        return job
+
+    return make
+
+
+@pytest.fixture
+def make_run(db):
+    def make(job, state="scheduled", due_at=None, **fields):
+        due_at = due_at or fields.pop("due", None) or timezone.now()
+        values = dict(
+            job=job,
+            tenant=job.tenant,
+            due_at=due_at,
+            available_at=due_at,
+            state=state,
+            queue=job.queue,
+            priority=job.priority,
+            shard=job.shard,
+            max_attempts=job.max_attempts,
+            timeout_seconds=job.timeout_seconds,
+            payload=job.payload,
+            idempotency_key=f"{job.name}@{due_at.isoformat()}",
+        )
+        if state == "leased":
+            values.update(
+                attempt=1,
+                fencing_token=next(_tokens),
+                worker_id="w-test",
+                started_at=due_at,
+                lease_expires_at=due_at + dt.timedelta(seconds=30),
+            )
+        if state in ("succeeded", "dead", "cancelled", "skipped"):
+            values["finished_at"] = due_at
+        if state in ("cancelled", "skipped"):
+            values["reason"] = "test"
+        values.update(fields)
+        return Run.objects.create(**values)
+
+    return make

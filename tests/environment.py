@@ -1,0 +1,10 @@
+"""Loaded by pytest before Django (see pytest.ini): the test environment's defaults.
+
+Tests run with DEBUG off, as production does, so they need a throwaway key.
+"""
+
+import os
+
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
+os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
+os.environ.setdefault("DUETIME_HTTP_ALLOW_PRIVATE", "0")

@@ -1,0 +1,100 @@
+"""One validation path: code, admin and API get the same messages; nothing invalid is stored."""
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from jobs.definitions import save_definition
+from jobs.models import JobDefinition
+
+
+def definition(tenant, **fields):
+    values = dict(
+        tenant=tenant,
+        name="billing.export",
+        schedule_kind="cron",
+        cron_expr="0 2 * * *",
+        time_zone="Europe/Berlin",
+        target_kind="python",
+        target_ref="billing.tasks.export",
+    )
+    values.update(fields)
+    return JobDefinition(**values)
+
+
+def errors_of(job):
+    with pytest.raises(ValidationError) as caught:
+        save_definition(job, "test")
+    return caught.value.message_dict
+
+
+def test_it_accepts_a_valid_definition_and_computes_next_due(acme):
+    job, created = save_definition(definition(acme), "user:alice")
+    assert created
+    assert job.next_due_at is not None
+    assert job.next_due_at.minute == 0
+    assert job.version == 1
+
+
+def test_it_names_the_field_and_the_fix_for_a_bad_minute(acme):
+    errors = errors_of(definition(acme, cron_expr="61 * * * *"))
+    assert "minute must be 0-59" in errors["cron_expr"][0]
+    assert "61 * * * *" in errors["cron_expr"][0]
+    assert not JobDefinition.objects.exists()
+
+
+def test_it_refuses_an_unknown_time_zone(acme):
+    errors = errors_of(definition(acme, time_zone="Mars/Olympus_Mons"))
+    assert "Mars/Olympus_Mons" in errors["time_zone"][0]
+    assert not JobDefinition.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "fields, field",
+    [
+        ({"timeout_seconds": 6 * 3600 + 1}, "timeout_seconds"),
+        ({"timeout_seconds": 0}, "timeout_seconds"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"retry_base_seconds": 60, "retry_max_seconds": 30}, "retry_max_seconds"),
+        ({"missed_run_policy": "sometimes"}, "missed_run_policy"),
+        ({"overlap_policy": "queue"}, "overlap_policy"),
+        ({"name": "Billing Export"}, "name"),
+        ({"queue": "Bad Queue"}, "queue"),
+        ({"target_kind": "http", "target_ref": "ftp://example.com"}, "target_ref"),
+        ({"target_ref": "not a path"}, "target_ref"),
+        ({"schedule_kind": "at", "cron_expr": ""}, "run_at"),
+        ({"schedule_kind": "none"}, "cron_expr"),
+        ({"cron_expr": ""}, "cron_expr"),
+        ({"concurrency": 0}, "concurrency"),
+        ({"jitter_seconds": 7200}, "jitter_seconds"),
+    ],
+)
+def test_it_refuses_each_bad_field_with_its_name(acme, fields, field):
+    assert field in errors_of(definition(acme, **fields))
+    assert not JobDefinition.objects.exists()
+
+
+def test_it_refuses_a_payload_over_256_kb(acme, settings):
+    big = {"blob": "x" * (256 * 1024)}
+    errors = errors_of(definition(acme, payload=big))
+    assert "256 KB" in errors["payload"][0]
+
+
+def test_it_accepts_a_payload_of_exactly_the_limit(acme):
+    overhead = len('{"blob":""}')
+    job, _ = save_definition(definition(acme, payload={"blob": "x" * (256 * 1024 - overhead)}), "test")
+    assert job.pk
+
+
+def test_it_refuses_a_second_job_of_the_same_name_in_one_tenant(acme, globex):
+    save_definition(definition(acme), "test")
+    save_definition(definition(globex), "test")  # another tenant may reuse the name
+    assert "__all__" in errors_of(definition(acme)) or "name" in errors_of(definition(acme))
+
+
+def test_it_bumps_the_version_and_audits_each_edit(acme):
+    job, _ = save_definition(definition(acme), "user:alice")
+    job.cron_expr = "30 3 * * *"
+    job, created = save_definition(job, "user:alice")
+    assert not created and job.version == 2
+    assert job.next_due_at.minute == 30
+    assert [e.action for e in acme.audit.order_by("id")] == ["create", "update"]
