@@ -89,7 +89,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
     # A file, not memory, so the processes an acceptance test starts share it.
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test-duetime.sqlite3")}
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / env.str("DUETIME_TEST_DB", default="test-duetime.sqlite3"))}
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
@@ -142,6 +142,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": [],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
+    "EXCEPTION_HANDLER": "scheduler_project.problems.exception_handler",
 }
 
 SPECTACULAR_SETTINGS = {

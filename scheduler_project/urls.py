@@ -1,8 +1,11 @@
+"""Top-level routes: the portal (admin + dashboards) and the versioned API."""
+
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 from django.views.generic import RedirectView
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("v1/", include("scheduler_project.api_urls")),
 ]
