@@ -28,9 +28,10 @@ TRANSITIONS = {
     (S.RETRY_WAIT, S.CANCELLED): "cancel_run, cancel_future_runs",
     (S.SCHEDULED, S.SKIPPED): "skip_for_overlap (claim), materialize (missed-run policy)",
     (S.LEASED, S.SUCCEEDED): "complete_many",
-    (S.LEASED, S.RETRY_WAIT): "complete_many (failed, attempts left), reap (lease expired)",
     (S.LEASED, S.DEAD): "complete_many (no attempts left or permanent), reap",
     (S.LEASED, S.CANCELLED): "cancel_run, cancel_leases_of_job (overlap replace)",
+    (S.LEASED, S.SCHEDULED): "release (worker shutdown, first attempt)",
+    (S.LEASED, S.RETRY_WAIT): "complete_many (failed, attempts left), reap (lease expired), release",
     (S.DEAD, S.SCHEDULED): "replay",
 }
 
@@ -181,6 +182,25 @@ def reap(*, now=None, limit=1000):
             error = "timed out" if timed_out else "lease expired"
             moved[run.pk] = _finish_attempt(run, state, outcome, error, now)
         return moved
+
+
+def release(run_id, fencing_token, *, now=None):
+    """Give a lease back unused (a worker shutting down): the attempt does not count.
+
+    The run is claimable again at once. Returns 1 if released, 0 if stale.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id, fencing_token=fencing_token, state=S.LEASED).first()
+        if run is None:
+            return 0
+        return Run.objects.filter(pk=run_id, fencing_token=fencing_token, state=S.LEASED).update(
+            state=S.SCHEDULED if run.attempt <= 1 else S.RETRY_WAIT,
+            attempt=run.attempt - 1,
+            lease_expires_at=None,
+            available_at=max(now, run.available_at),
+            last_error="released unfinished by a worker shutting down",
+        )
 
 
 def skip_for_overlap(run_ids, *, now=None):

@@ -1,0 +1,43 @@
+import logging
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from runs.stopping import GracefulStop
+from runs.worker import Worker
+
+log = logging.getLogger("duetime.worker")
+
+
+class Command(BaseCommand):
+    help = "Claim due runs of the given queues in batches and execute their python and http targets."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--queues", default="default", help="Comma-separated queues to serve.")
+        parser.add_argument("--concurrency", type=int, default=10, help="Runs executed at once (threads).")
+        parser.add_argument("--batch", type=int, default=0, help="Most runs per claim (default DUETIME_CLAIM_BATCH).")
+        parser.add_argument("--poll", type=float, default=0, help="Seconds between claims when idle (default DUETIME_POLL_SECONDS).")
+        parser.add_argument("--grace", type=float, default=30, help="Seconds to let running work finish on SIGTERM.")
+        parser.add_argument("--worker-id", default="", help="Name recorded on leases (default host:pid).")
+        parser.add_argument("--once", action="store_true", help="Claim once, wait for those runs, complete, exit.")
+
+    def handle(self, *args, queues, concurrency, batch, poll, grace, worker_id, once, **options):
+        queue_list = [q.strip() for q in queues.split(",") if q.strip()]
+        if not queue_list:
+            raise CommandError("--queues needs at least one queue name")
+        if concurrency < 1:
+            raise CommandError("--concurrency must be at least 1")
+        poll = poll or settings.DUETIME_POLL_SECONDS
+        stop = GracefulStop()
+        worker = Worker(queue_list, concurrency, worker_id=worker_id or None, batch=batch or None)
+        log.info("worker %s serving %s with %d slots", worker.worker_id, ",".join(queue_list), concurrency)
+        while not stop.requested:
+            result = worker.tick()
+            if once and result.claimed:
+                break
+            if once and not worker.inflight:
+                break
+            if not result.claimed and not result.completed:
+                worker.wait(poll)
+        released = worker.drain(grace if not once else 3600)
+        log.info("worker %s stopped (%d leases released)", worker.worker_id, released)

@@ -1,0 +1,72 @@
+"""Scheduler shard ownership: lease rows with an epoch, renewed by compare-and-set.
+
+Jobs live on `SHARDS` shards (`hash(tenant, name) mod SHARDS`). Each
+scheduler process owns a fair share of them: it renews what it holds, takes
+shards whose lease expired (a crashed node's), and gives back what exceeds
+its share when another node joins. A new owner gets a fresh epoch from the
+fencing sequence. No advisory locks: they vanish or orphan behind poolers.
+
+Ownership is an optimisation, not a correctness guard: materialising is
+idempotent (compare-and-set on next_due_at, unique (job, due_at)), so two
+nodes that briefly both think they own a shard do no harm.
+"""
+
+import datetime as dt
+import math
+
+from django.db import transaction
+from django.db.models import Q
+
+from jobs.models import SHARDS
+from runs.models import ShardLease
+from runs.transitions import next_fencing_tokens
+
+LEASE_TTL = dt.timedelta(seconds=15)
+EPOCH_START = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def shard_name(shard):
+    return f"shard-{shard:02d}"
+
+
+def ensure_rows():
+    ShardLease.objects.bulk_create(
+        [ShardLease(name=shard_name(s), owner="", epoch=0, expires_at=EPOCH_START) for s in range(SHARDS)],
+        ignore_conflicts=True,
+    )
+
+
+def own_shards(owner, now):
+    """Renew, take and release shard leases for `owner`; returns the shard numbers it owns now."""
+    live_others = (
+        ShardLease.objects.filter(expires_at__gt=now).exclude(owner=owner).exclude(owner="").values("owner").distinct().count()
+    )
+    share = math.ceil(SHARDS / (live_others + 1))
+    until = now + LEASE_TTL
+    with transaction.atomic():
+        mine = list(ShardLease.objects.filter(owner=owner, expires_at__gt=now).order_by("name").values_list("name", flat=True))
+        keep, extra = mine[:share], mine[share:]
+        ShardLease.objects.filter(name__in=keep, owner=owner).update(expires_at=until)
+        if extra:  # another node joined: hand these back
+            ShardLease.objects.filter(name__in=extra, owner=owner).update(expires_at=now)
+        for name in _free(now, share - len(keep)):
+            (epoch,) = next_fencing_tokens(1)
+            taken = ShardLease.objects.filter(Q(expires_at__lte=now) | Q(owner=""), name=name).update(
+                owner=owner, epoch=epoch, expires_at=until
+            )
+            if taken:
+                keep.append(name)
+    return {int(name.split("-")[1]) for name in keep}
+
+
+def _free(now, wanted):
+    if wanted <= 0:
+        return []
+    return list(
+        ShardLease.objects.filter(Q(expires_at__lte=now) | Q(owner="")).order_by("name").values_list("name", flat=True)[:wanted]
+    )
+
+
+def release(owner):
+    """Give every shard back at once (graceful shutdown), so another node takes over without waiting."""
+    ShardLease.objects.filter(owner=owner).update(expires_at=EPOCH_START)
