@@ -171,7 +171,7 @@ def claim(queues, n, worker_id, *, lease_seconds=None, tenant_id=None, now=None)
 
 def _claim_postgres(queues, n, worker_id, lease_seconds, tenant_id, now):
     params = {"queues": queues, "tenant": tenant_id, "now": now, "n": n}
-    with connection.cursor() as cursor:
+    with sql.cursor() as cursor:
         cursor.execute(sql.query("lock_ready_tenants"), params)
         tenants = [row[0] for row in cursor.fetchall()]
         if not tenants:

@@ -109,10 +109,11 @@ class Run(models.Model):
                 name="run_claimable",
                 condition=Q(state__in=CLAIMABLE_STATES),
             ),
-            # runs/sql expire_leases (the reaper): leases past their expiry.
-            models.Index(fields=["lease_expires_at"], name="run_leased_expiry", condition=Q(state="leased")),
-            # runs/sql claim_batch: leased runs per tenant and per job, for the
-            # tenant cap, the job's concurrency limit and its overlap policy.
+            # The leased runs, a set bounded by the workers' slots: runs/sql
+            # claim_candidates counts them per tenant and per job (caps,
+            # concurrency, overlap), and expire_leases (the reaper) scans them
+            # for expired leases. One index instead of two: each costs a write
+            # on every lease.
             models.Index(fields=["tenant", "job"], name="run_leased_by_owner", condition=Q(state="leased")),
             # Job history (API GET /v1/jobs/{name}/runs, portal job page): newest first.
             models.Index(fields=["job", "-id"], name="run_history_by_job"),

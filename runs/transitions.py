@@ -56,7 +56,7 @@ def backoff_seconds(attempt, base, most, rng=random):
 
 def next_fencing_tokens(n):
     """`n` fresh, strictly increasing values of the one global fencing source."""
-    with connection.cursor() as cursor:
+    with sql.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(sql.query("next_fencing_tokens"), {"n": n})
             return [row[0] for row in cursor.fetchall()]
@@ -68,7 +68,7 @@ def next_fencing_tokens(n):
 
 def heartbeat(run_id, fencing_token, lease_seconds, *, now=None):
     """Extend a lease; returns the new expiry. Raises StaleLease if the caller lost it."""
-    with connection.cursor() as cursor:
+    with sql.cursor() as cursor:
         if connection.vendor == "postgresql":
             params = {"id": run_id, "token": fencing_token, "lease": lease_seconds, "now": now}
         else:
@@ -106,7 +106,7 @@ def complete_many(completions, *, now=None):
             "retryable": [bool(c.retryable) and c.outcome != "succeeded" for c in completions],
             "now": now,
         }
-        with transaction.atomic(), connection.cursor() as cursor:
+        with transaction.atomic(), sql.cursor() as cursor:
             cursor.execute(sql.query("complete_runs"), params)
             return {row[0]: row[1] for row in cursor.fetchall()}
     return _complete_sqlite(completions, now or timezone.now())
@@ -168,7 +168,7 @@ def reap(*, now=None, limit=1000):
     untouched or fully moved (one transaction); the next pass continues.
     """
     if connection.vendor == "postgresql":
-        with transaction.atomic(), connection.cursor() as cursor:
+        with transaction.atomic(), sql.cursor() as cursor:
             cursor.execute(sql.query("expire_leases"), {"now": now, "n": limit})
             return {row[0]: row[1] for row in cursor.fetchall()}
     now = now or timezone.now()

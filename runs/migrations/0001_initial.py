@@ -82,10 +82,6 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='run',
-            index=models.Index(condition=models.Q(('state', 'leased')), fields=['lease_expires_at'], name='run_leased_expiry'),
-        ),
-        migrations.AddIndex(
-            model_name='run',
             index=models.Index(condition=models.Q(('state', 'leased')), fields=['tenant', 'job'], name='run_leased_by_owner'),
         ),
         migrations.AddIndex(

@@ -9,6 +9,8 @@
 -- id order, so claims for one tenant take turns (its caps are then counted
 -- race-free by the next statement's fresh snapshot) and claimers never
 -- deadlock. NO KEY UPDATE does not block inserts of runs that reference them.
+-- The LIMIT 1 probes keep this one index descent per (tenant, queue,
+-- priority), whatever the backlog.
 SELECT t.id
 FROM jobs_tenant t
 WHERE (%(tenant)s::bigint IS NULL OR t.id = %(tenant)s::bigint)
@@ -16,12 +18,13 @@ WHERE (%(tenant)s::bigint IS NULL OR t.id = %(tenant)s::bigint)
     SELECT 1
     FROM unnest(%(queues)s::text[]) AS q(name)
     CROSS JOIN (VALUES (0), (1), (2)) AS p(priority)
-    WHERE EXISTS (
+    CROSS JOIN LATERAL (
       SELECT 1 FROM runs_run r
       WHERE r.tenant_id = t.id AND r.queue = q.name AND r.priority = p.priority
         AND r.state IN ('scheduled', 'retry_wait')
         AND r.available_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
-    )
+      LIMIT 1
+    ) AS due
   )
 ORDER BY t.id
 FOR NO KEY UPDATE OF t;
@@ -109,7 +112,8 @@ RETURNING lease_expires_at;
 -- moves only where its fencing token matches and it is still leased (the
 -- `held` CTE locks those rows by primary key, and re-checks them after any
 -- wait); the attempt rows and any dead letters are written in the same
--- statement. Backoff before retry n is full jitter:
+-- statement. The input drives the join, so each run is one primary-key
+-- lookup (never a scan of the leased range). Backoff before retry n is full jitter:
 -- uniform(0, min(retry_max, retry_base * 2^(n-1))).
 WITH input AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(outcomes)s::text[],
@@ -123,11 +127,13 @@ held AS (
                 WHEN i.retryable AND r.attempt < r.max_attempts THEN 'retry_wait'
                 ELSE 'dead' END AS next_state,
            random() * least(j.retry_max_seconds, j.retry_base_seconds * power(2, r.attempt - 1)) AS backoff
-    FROM runs_run r
-    JOIN input i ON i.id = r.id AND i.token = r.fencing_token
+    FROM input i
+    CROSS JOIN LATERAL (
+        SELECT * FROM runs_run r
+        WHERE r.id = i.id AND r.fencing_token = i.token AND r.state = 'leased'
+        FOR NO KEY UPDATE
+    ) r
     JOIN jobs_jobdefinition j ON j.id = r.job_id
-    WHERE r.id = ANY(%(ids)s::bigint[]) AND r.state = 'leased'
-    FOR NO KEY UPDATE OF r
 ),
 moved AS (
     UPDATE runs_run r

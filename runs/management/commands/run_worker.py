@@ -37,7 +37,7 @@ class Command(BaseCommand):
                 break
             if once and not worker.inflight:
                 break
-            if not result.claimed and not result.completed:
+            if not result.claimed:
                 worker.wait(poll)
         released = worker.drain(grace if not once else 3600)
         log.info("worker %s stopped (%d leases released)", worker.worker_id, released)

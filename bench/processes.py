@@ -1,0 +1,36 @@
+"""Starting and stopping the real engine processes the bench measures."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from django.conf import settings
+
+MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
+
+
+class Fleet:
+    def __init__(self, queue, workers, concurrency, batch, scheduler=True):
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.children = []
+        if scheduler:
+            self.children.append(subprocess.Popen([sys.executable, MANAGE, "run_scheduler", "--skip-checks"], env=env, stderr=subprocess.DEVNULL))
+        for i in range(workers):
+            cmd = [sys.executable, MANAGE, "run_worker", "--skip-checks", "--queues", queue, "--concurrency", str(concurrency),
+                   "--batch", str(batch), "--worker-id", f"bench-w{i}"]
+            self.children.append(subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL))
+
+    def stop(self):
+        for child in self.children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in self.children:
+            try:
+                child.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                child.kill()
+
+    def alive(self):
+        return all(child.poll() is None for child in self.children)
