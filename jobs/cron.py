@@ -147,7 +147,10 @@ def _parse_field(expression: str, field: _Field, text: str) -> tuple[int, ...]:
 
 
 def _parse_item(expression: str, field: _Field, item: str) -> range:
-    """One list item: `*`, `a`, `a-b`, each optionally `/step`; `a/step` means a-max/step (Vixie)."""
+    """One list item: `*`, `a` or `a-b`, each with an optional `/step`.
+
+    `a/step` means `a-max/step`, as in Vixie cron.
+    """
     span, slash, step_text = item.partition("/")
     if not span:
         raise CronError(f"'{expression}': {field.name} has an empty list item or range; "
@@ -159,7 +162,8 @@ def _parse_item(expression: str, field: _Field, item: str) -> range:
     low = _value(expression, field, low_text)
     high = _value(expression, field, high_text) if dash else (field.high if slash else low)
     if low > high:
-        fix = f"{low}-7" if high == 0 and field.high == 7 else f"{low}-{field.high},{field.low}-{high}"
+        wraps = high == 0 and field.high == 7  # fri-sun: Sunday is 7 too
+        fix = f"{low}-7" if wraps else f"{low}-{field.high},{field.low}-{high}"
         raise CronError(f"'{expression}': {field.name} range {span} runs backwards; write {fix}")
     return range(low, high + 1, step)
 
@@ -190,23 +194,19 @@ def get_zone(name: str) -> zoneinfo.ZoneInfo:
     """The IANA zone called `name`; ZoneError for anything else (paths, "", "localtime")."""
     if isinstance(name, zoneinfo.ZoneInfo):
         return name
-    if not isinstance(name, str) or name not in _zone_names():
-        hint = _zone_names_folded().get(str(name).casefold())
-        hint = f"did you mean {hint}?" if hint else "for example Europe/Berlin or America/New_York"
+    known = _zone_names().get(str(name).casefold())
+    if not isinstance(name, str) or known != name:
+        hint = (f"did you mean {known}?" if known
+                else "for example Europe/Berlin or America/New_York")
         raise ZoneError(f"'{name}' is not an IANA time zone ({hint})")
     return zoneinfo.ZoneInfo(name)
 
 
 @lru_cache(maxsize=1)
-def _zone_names() -> frozenset[str]:
-    # The tz database's own list: rejects paths, directories and the
-    # posix/ and right/ copies that ZoneInfo() would happily load.
-    return frozenset(zoneinfo.available_timezones() - NOT_ZONES)
-
-
-@lru_cache(maxsize=1)
-def _zone_names_folded() -> dict[str, str]:
-    return {name.casefold(): name for name in _zone_names()}
+def _zone_names() -> dict[str, str]:
+    """casefolded -> real name, from the tz database's own list: that rejects paths,
+    directories and the posix/ and right/ copies that ZoneInfo() would happily load."""
+    return {name.casefold(): name for name in zoneinfo.available_timezones() - NOT_ZONES}
 
 
 # ------------------------------------------------------------ occurrences
@@ -246,7 +246,7 @@ def _upcoming(expression: str, time_zone: str, after: datetime, count: int) -> I
 def _distinct(events: Iterator[_Event], after: datetime) -> Iterator[_Event]:
     last = after
     for event in events:
-        if event.at >= after:  # drops the scan's lead-in and same-instant duplicates
+        if event.at > last:  # drops the scan's lead-in and same-instant duplicates
             last = event.at
             yield event
 
@@ -269,7 +269,8 @@ def _events(spec: _Spec, zone: zoneinfo.ZoneInfo, after: datetime) -> Iterator[_
         if kind == _MISSING and spec.wildcard:
             skipped += walls  # gap times never fire for wildcard jobs
             continue
-        found = [_Event(first, {_MISSING: MOVED, _REPEATED: FIRST}.get(kind, NORMAL), walls, skipped)]
+        run_kind = {_MISSING: MOVED, _REPEATED: FIRST}.get(kind, NORMAL)
+        found = [_Event(first, run_kind, walls, skipped)]
         if kind == _REPEATED and spec.wildcard:
             found.append(_Event(second, SECOND, walls))
         for event in found:
@@ -407,7 +408,7 @@ def describe(expression: str, time_zone: str) -> str:
     """The schedule in plain words, e.g. "at 09:00 Monday to Friday, Europe/Berlin"."""
     spec, zone = _parse(expression), get_zone(time_zone)
     minute, hour, day, month, weekday = spec.values
-    if len(day) == 1 and len(month) == 1 and len(weekday) == 7:
+    if len(day) == 1 and len(month) == 1 and len(weekday) == 7 and not spec.days_or:
         days = f"on {day[0]} {MONTHS[month[0] - 1].title()}"  # @yearly, 29 February
     else:
         days = _describe_days(spec)
@@ -453,7 +454,8 @@ def _describe_days(spec: _Spec) -> str:
 def _weekdays(weekday: tuple[int, ...]) -> str:
     """ "Monday to Friday" or "on Monday and Thursday", counting the week from Monday."""
     monday_first = sorted(weekday, key=lambda d: (d + 6) % 7)
-    runs = _runs([(d + 6) % 7 for d in monday_first], lambda i: WEEKDAYS[(i + 1) % 7].title(), " to ")
+    runs = _runs([(d + 6) % 7 for d in monday_first],
+                 lambda i: WEEKDAYS[(i + 1) % 7].title(), " to ")
     return runs[0] if len(runs) == 1 and " to " in runs[0] else f"on {_join(runs)}"
 
 
@@ -464,7 +466,10 @@ def _runs(values, show, dash: str = "-") -> list[str]:
         end = 0
         while end + 1 < len(values) and values[end + 1] == values[end] + 1:
             end += 1
-        items += [f"{show(values[0])}{dash}{show(values[end])}"] if end >= 2 else [show(v) for v in values[:end + 1]]
+        if end >= 2:
+            items.append(f"{show(values[0])}{dash}{show(values[end])}")
+        else:
+            items += [show(v) for v in values[:end + 1]]
         values = values[end + 1:]
     return items
 
@@ -492,17 +497,20 @@ def _note(event: _Event, zone: zoneinfo.ZoneInfo, wildcard: bool) -> str:
     elif event.kind == SECOND:
         minutes = (_offset(wall, zone, 0) - _offset(wall, zone, 1)) // timedelta(minutes=1)
         repeated = "hour" if minutes == 60 else f"{minutes} minutes"
-        notes.append(f"repeated {repeated}: fires on both passes; this is the second ({local:%H:%M %Z})")
+        notes.append(f"repeated {repeated}: fires on both passes; "
+                     f"this is the second ({local:%H:%M %Z})")
     return "; ".join(notes)
 
 
 def _gap(walls: tuple[datetime, ...], zone: zoneinfo.ZoneInfo) -> str:
     """ "does not exist on <date> in <zone> (clocks jump 02:00→03:00)" for walls in one gap."""
     at = _resolve(walls[0], zone)[1]
-    before, after = (at - timedelta(seconds=1)).astimezone(zone).utcoffset(), at.astimezone(zone)
+    before = at + (at - timedelta(seconds=1)).astimezone(zone).utcoffset()
+    after = at.astimezone(zone)
+    shown = "%H:%M" if before.date() == after.date() else "%Y-%m-%d %H:%M"  # Samoa, 2011
     verb = "does not" if len(walls) == 1 else "do not"
     return (f"{verb} exist on {walls[0]:%Y-%m-%d} in {zone.key} "
-            f"(clocks jump {(at + before):%H:%M}→{after:%H:%M})")
+            f"(clocks jump {before:{shown}}→{after:{shown}})")
 
 
 def _span(walls: tuple[datetime, ...]) -> str:

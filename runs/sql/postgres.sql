@@ -53,14 +53,14 @@ WITH candidates AS (
         FOR UPDATE OF r SKIP LOCKED
     ) c
 ),
-rooms AS (
+rooms AS MATERIALIZED (
     SELECT t.id AS tenant_id,
            t.max_concurrent_runs
              - (SELECT count(*) FROM runs_run l WHERE l.tenant_id = t.id AND l.state = 'leased') AS room
     FROM jobs_tenant t
     WHERE t.id = ANY(%(tenants)s::bigint[])
 ),
-gates AS (
+gates AS MATERIALIZED (
     SELECT j.id AS job_id, j.concurrency, j.overlap_policy,
            CASE WHEN j.concurrency IS NOT NULL OR j.overlap_policy <> 'allow'
                 THEN (SELECT count(*) FROM runs_run l
@@ -76,10 +76,11 @@ JOIN gates g ON g.job_id = c.job_id
 JOIN rooms rm ON rm.tenant_id = c.tenant_id;
 
 -- name: lease_runs
--- claims.claim: lease the chosen runs (still claimable: they are locked by
--- this transaction). Each gets a new fencing token from the one global
--- sequence; the lease is capped by the job's timeout. Returns what a worker
--- needs to execute and complete the run.
+-- claims.claim: lease the chosen runs, which claim_candidates locked in this
+-- transaction (so no state re-check: it would also tempt the planner into
+-- scanning run_claimable instead of one primary-key lookup per id). Each gets
+-- a new fencing token from the one global sequence; the lease is capped by
+-- the job's timeout. Returns what a worker needs to execute and complete it.
 UPDATE runs_run r
 SET state = 'leased',
     attempt = r.attempt + 1,
@@ -88,10 +89,8 @@ SET state = 'leased',
     started_at = coalesce(%(now)s::timestamptz, statement_timestamp()),
     lease_expires_at = coalesce(%(now)s::timestamptz, statement_timestamp())
         + make_interval(secs => least(%(lease)s, r.timeout_seconds))
-FROM jobs_jobdefinition j
-WHERE r.id = ANY(%(ids)s::bigint[])
-  AND j.id = r.job_id
-  AND r.state IN ('scheduled', 'retry_wait')
+FROM unnest(%(ids)s::bigint[]) AS chosen(id), jobs_jobdefinition j
+WHERE r.id = chosen.id AND j.id = r.job_id
 RETURNING r.id, r.tenant_id, r.job_id, j.name, j.target_kind, j.target_ref, r.queue, r.attempt,
           r.max_attempts, r.idempotency_key, r.fencing_token, r.payload, r.due_at, r.available_at,
           r.started_at, r.lease_expires_at, r.timeout_seconds;
