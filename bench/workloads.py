@@ -8,7 +8,7 @@ import time
 
 from bench import report
 from bench.processes import Fleet
-from bench.setup import bench_tenant, db_now, insert_runs
+from bench.setup import bench_tenant, db_now, insert_runs, settle
 
 READY_WAIT = 3.0  # seconds for worker processes to import Django and reach their loop
 
@@ -63,6 +63,7 @@ def backlog(options):
     for phase, future in (("without_backlog", 0), ("with_backlog", options["future"])):
         if future:
             insert_runs(job, db_now() + dt.timedelta(days=3), future, spacing_seconds=0.2, start_index=10_000_000)
+        settle()
         since = db_now()
         insert_runs(job, since, runs, start_index=len(phases) * runs)
         fleet = Fleet(job.queue, options["workers"], options["concurrency"], options["batch"])

@@ -32,7 +32,8 @@ FOR NO KEY UPDATE OF t;
 -- name: claim_candidates
 -- claims.claim: lock up to %(n)s due runs per (tenant, queue, priority), oldest
 -- first, of active jobs only (one index probe each on run_claimable: the
--- round-robin needs every tenant's head, not just the globally oldest rows).
+-- round-robin needs every tenant's head, not just the globally oldest rows;
+-- runs of paused or cancelled jobs stay where they are).
 -- SKIP LOCKED passes over runs that a cancel or the reaper holds. Returns each
 -- candidate with its tenant's free room and, only for jobs with a limit or an
 -- overlap policy, the count of the job's leased runs.
@@ -44,10 +45,13 @@ WITH candidates AS (
     CROSS JOIN LATERAL (
         SELECT r.id, r.tenant_id, r.job_id, r.priority, r.origin, r.available_at
         FROM runs_run r
-        JOIN jobs_jobdefinition jd ON jd.id = r.job_id AND jd.status = 'active'
         WHERE r.tenant_id = t.id AND r.queue = q.name AND r.priority = p.priority
           AND r.state IN ('scheduled', 'retry_wait')
           AND r.available_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+          -- A filter, not a join: a join lets the planner start from the jobs
+          -- and sort every due run; this keeps the index order and the LIMIT.
+          AND r.job_id NOT IN (SELECT jd.id FROM jobs_jobdefinition jd
+                               WHERE jd.tenant_id = t.id AND jd.status <> 'active')
         ORDER BY r.available_at
         LIMIT %(n)s
         FOR UPDATE OF r SKIP LOCKED
@@ -103,7 +107,10 @@ UPDATE runs_run
 SET lease_expires_at = least(
         coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => %(lease)s),
         started_at + make_interval(secs => timeout_seconds))
-WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'leased'
+WHERE id = %(id)s AND fencing_token = %(token)s
+  -- `state || ''`: not the partial index's predicate, so this stays a
+  -- primary-key lookup even when run_leased_by_owner's statistics say empty.
+  AND state || '' = 'leased'
 RETURNING lease_expires_at;
 
 -- name: complete_runs
@@ -128,8 +135,12 @@ held AS (
            random() * least(j.retry_max_seconds, j.retry_base_seconds * power(2, r.attempt - 1)) AS backoff
     FROM input i
     CROSS JOIN LATERAL (
+        -- `state || ''` is not run_leased_by_owner's predicate, so the
+        -- planner cannot use that index (its statistics often say "empty",
+        -- from an ANALYZE taken while nothing was leased) to scan every
+        -- leased run per completion: this stays one primary-key lookup.
         SELECT * FROM runs_run r
-        WHERE r.id = i.id AND r.fencing_token = i.token AND r.state = 'leased'
+        WHERE r.id = i.id AND r.fencing_token = i.token AND r.state || '' = 'leased'
         FOR NO KEY UPDATE
     ) r
     JOIN jobs_jobdefinition j ON j.id = r.job_id
