@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 
 from runs import claims, targets, transitions
 
@@ -65,16 +65,23 @@ class Worker:
 
     # --- the step -------------------------------------------------------
     def tick(self):
-        """Complete what finished, then claim up to the free slots. Returns what it did."""
+        """Complete what finished, then claim up to the free slots. Returns what it did.
+
+        Both happen in one transaction: one commit (one WAL flush) per batch
+        instead of two. If it fails, nothing of it happened: the finished
+        runs' leases expire and the reaper retries them (at least once).
+        """
         result = TickResult()
-        result.completed, result.stale = self.complete_finished()
-        free = self.concurrency - len(self.inflight)
-        # Claim whole batches: many small claims cost more than one big one.
-        if self.claiming and free > 0 and (free >= self.batch or not self.inflight):
-            leases = claims.claim(self.queues, min(free, self.batch), self.worker_id, lease_seconds=self.lease_seconds)
-            for lease in leases:
-                self._start(lease)
-            result.claimed = len(leases)
+        with transaction.atomic():
+            result.completed, result.stale = self.complete_finished()
+            free = self.concurrency - len(self.inflight)
+            # Claim whole batches: many small claims cost more than one big one.
+            leases = []
+            if self.claiming and free > 0 and (free >= self.batch or not self.inflight):
+                leases = claims.claim(self.queues, min(free, self.batch), self.worker_id, lease_seconds=self.lease_seconds)
+        for lease in leases:  # only once committed
+            self._start(lease)
+        result.claimed = len(leases)
         return result
 
     def wait(self, seconds):

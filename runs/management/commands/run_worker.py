@@ -2,6 +2,7 @@ import logging
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError, close_old_connections
 
 from runs.stopping import GracefulStop
 from runs.worker import Worker
@@ -32,7 +33,15 @@ class Command(BaseCommand):
         worker = Worker(queue_list, concurrency, worker_id=worker_id or None, batch=batch or None)
         log.info("worker %s serving %s with %d slots", worker.worker_id, ",".join(queue_list), concurrency)
         while not stop.requested:
-            result = worker.tick()
+            try:
+                result = worker.tick()
+            except DatabaseError:
+                # The database went away or failed over: nothing of this tick
+                # was committed; leases of finished runs expire and are retried.
+                log.exception("worker %s: tick failed; retrying in 1 s", worker.worker_id)
+                close_old_connections()
+                stop.sleep(1)
+                continue
             if once and result.claimed:
                 break
             if once and not worker.inflight:
