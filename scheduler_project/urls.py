@@ -1,11 +1,12 @@
 """Top-level routes: the portal (admin + dashboards) and the versioned API."""
 
-from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from scheduler_project.admin import site as portal
+
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
-    path("admin/", admin.site.urls),
+    path("admin/", portal.urls),
     path("v1/", include("scheduler_project.api_urls")),
 ]

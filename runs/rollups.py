@@ -1,0 +1,250 @@
+"""Rollups of finished attempts, so dashboards stay fast with millions of runs.
+
+The portal never computes a percentile over raw attempts: `tick(now)` folds
+attempts written since its cursor into per-tenant minute rows and per-job
+hour rows (counts by outcome, and a lateness histogram of first attempts),
+and the dashboards read those few hundred rows. It runs as one of the
+scheduler's periodic steps (runs.scheduler.STEPS), never on the claim or
+complete paths.
+
+Exactly once: the cursor row is locked for the whole pass, and rows and cursor
+move in one transaction, so two scheduler nodes never count an attempt twice
+and a crash halfway counts nothing. Attempts are read in id order, skipping
+those that ended less than `SETTLE` ago: an attempt id is taken when its row
+is inserted, and a completion still committing could otherwise be passed
+over by the cursor. (One held open longer than SETTLE is missed by the
+rollup; the run's own history stays exact.)
+
+Histograms: lateness in milliseconds falls in log-spaced bins 25 % wide, so a
+percentile read back is within about 12 % of the true value, whatever the
+volume. Bin 0 holds lateness under 1 ms.
+"""
+
+import datetime as dt
+import math
+
+from django.db import models, transaction
+
+from runs.models import Attempt
+
+BATCH = 20_000
+SETTLE = dt.timedelta(seconds=2)
+RETENTION = dt.timedelta(days=8)
+GROWTH = 1.25
+MAX_BIN = 120  # 1.25**119 ms is far beyond any lateness (about 10^11 ms)
+OUTCOMES = ("succeeded", "failed", "timed_out", "lease_expired", "stale")
+
+
+class RollupCursor(models.Model):
+    """How far the rollup has read a source table (the last id folded in)."""
+
+    name = models.CharField(max_length=40, primary_key=True)
+    last_id = models.BigIntegerField(default=0)
+
+    class Meta:
+        app_label = "runs"
+
+
+class _Counts(models.Model):
+    first_attempts = models.PositiveIntegerField(default=0)
+    lateness_ms_sum = models.BigIntegerField(default=0)
+    lateness_ms_max = models.BigIntegerField(default=0)
+    histogram = models.JSONField(default=dict, help_text="{bin: count} of first-attempt lateness (see runs.rollups).")
+    succeeded = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    timed_out = models.PositiveIntegerField(default=0)
+    lease_expired = models.PositiveIntegerField(default=0)
+    stale = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class TenantMinute(_Counts):
+    """One tenant's attempts in one minute: first-attempt lateness by start, outcomes by end."""
+
+    tenant = models.ForeignKey("jobs.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
+    minute = models.DateTimeField()
+
+    class Meta:
+        app_label = "runs"
+        constraints = [
+            # Dashboards: a tenant's minutes over the last hour or day (range scan).
+            models.UniqueConstraint(fields=["tenant", "minute"], name="tenantminute_unique"),
+        ]
+        indexes = [
+            # runs.rollups.prune: rows past the retention.
+            models.Index(fields=["minute"], name="tenantminute_by_minute"),
+        ]
+
+
+class JobHour(_Counts):
+    """One job's attempts in one hour: the job list's p99 over 24 h and the job page."""
+
+    job = models.ForeignKey("jobs.JobDefinition", on_delete=models.CASCADE, related_name="+", db_index=False)
+    tenant = models.ForeignKey("jobs.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
+    hour = models.DateTimeField()
+
+    class Meta:
+        app_label = "runs"
+        constraints = [
+            # Job list and job page: one job's last 24 hours.
+            models.UniqueConstraint(fields=["job", "hour"], name="jobhour_unique"),
+        ]
+        indexes = [
+            # runs.rollups.prune: rows past the retention.
+            models.Index(fields=["hour"], name="jobhour_by_hour"),
+        ]
+
+
+def lateness_bin(ms):
+    if ms < 1:
+        return 0
+    return min(MAX_BIN, 1 + int(math.log(ms) / math.log(GROWTH)))
+
+
+def bin_value(index):
+    """A bin's representative lateness in ms: the geometric middle of its bounds."""
+    if index == 0:
+        return 0.0
+    return GROWTH ** (index - 1) * math.sqrt(GROWTH)
+
+
+def percentile(histogram, q, cap=None):
+    """The q-th percentile (0 < q <= 100) in ms of a {bin: count} histogram; None if empty.
+
+    `cap` (the largest lateness seen) keeps a percentile from exceeding reality.
+    """
+    total = sum(histogram.values())
+    if not total:
+        return None
+    rank, seen = math.ceil(total * q / 100), 0
+    for index in sorted(histogram, key=int):
+        seen += histogram[index]
+        if seen >= rank:
+            value = bin_value(int(index))
+            return min(value, cap) if cap is not None else value
+    return None
+
+
+def merge(into, histogram):
+    for index, count in histogram.items():
+        key = str(index)
+        into[key] = into.get(key, 0) + count
+    return into
+
+
+def _floor(at, unit):
+    if unit == "minute":
+        return at.replace(second=0, microsecond=0)
+    return at.replace(minute=0, second=0, microsecond=0)
+
+
+def _blank():
+    return {"first_attempts": 0, "lateness_ms_sum": 0, "lateness_ms_max": 0, "histogram": {}, **dict.fromkeys(OUTCOMES, 0)}
+
+
+def fold(rows):
+    """Aggregate attempt rows into ({(tenant, minute): counts}, {(job, tenant, hour): counts})."""
+    minutes, hours = {}, {}
+    for _id, attempt, started, available, ended, outcome, tenant, job in rows:
+        if attempt == 1:
+            ms = max(0, int((started - available) / dt.timedelta(milliseconds=1)))
+            for bucket in (
+                minutes.setdefault((tenant, _floor(started, "minute")), _blank()),
+                hours.setdefault((job, tenant, _floor(started, "hour")), _blank()),
+            ):
+                bucket["first_attempts"] += 1
+                bucket["lateness_ms_sum"] += ms
+                bucket["lateness_ms_max"] = max(bucket["lateness_ms_max"], ms)
+                merge(bucket["histogram"], {lateness_bin(ms): 1})
+        if outcome in OUTCOMES:
+            minutes.setdefault((tenant, _floor(ended, "minute")), _blank())[outcome] += 1
+            hours.setdefault((job, tenant, _floor(ended, "hour")), _blank())[outcome] += 1
+    return minutes, hours
+
+
+def _store(model, keys, folded, key_fields):
+    """Add `folded` counts into existing rows of `model`, creating the missing ones."""
+    lookup = {f"{key_fields[0]}_id__in": {k[0] for k in keys}, f"{key_fields[-1]}__in": {k[-1] for k in keys}}
+    existing = {}
+    for row in model.objects.select_for_update().filter(**lookup):
+        key = tuple(getattr(row, f"{f}_id") for f in key_fields[:-1]) + (getattr(row, key_fields[-1]),)
+        existing[key] = row
+    fresh, changed = [], []
+    for key, counts in folded.items():
+        row = existing.get(key)
+        if row is None:
+            ids = {f"{f}_id": v for f, v in zip(key_fields[:-1], key[:-1])}
+            fresh.append(model(**ids, **{key_fields[-1]: key[-1]}, **counts))
+            continue
+        row.first_attempts += counts["first_attempts"]
+        row.lateness_ms_sum += counts["lateness_ms_sum"]
+        row.lateness_ms_max = max(row.lateness_ms_max, counts["lateness_ms_max"])
+        row.histogram = merge(dict(row.histogram), counts["histogram"])
+        for outcome in OUTCOMES:
+            setattr(row, outcome, getattr(row, outcome) + counts[outcome])
+        changed.append(row)
+    model.objects.bulk_create(fresh, batch_size=1000)
+    fields = ["first_attempts", "lateness_ms_sum", "lateness_ms_max", "histogram", *OUTCOMES]
+    model.objects.bulk_update(changed, fields, batch_size=1000)
+
+
+def _start_cursor(now):
+    """Where a first pass starts: about the first attempt of the retention window, not all of
+    history. Attempt ids grow with time, so a binary search over the primary key finds it in
+    a few dozen index probes, however long the table."""
+    cutoff = now - RETENTION
+    low = Attempt.objects.order_by("id").values_list("id", flat=True).first()
+    high = Attempt.objects.order_by("-id").values_list("id", flat=True).first()
+    if low is None:
+        return 0
+    while low < high:
+        middle = (low + high) // 2
+        row = Attempt.objects.filter(id__gte=middle).order_by("id").values_list("id", "started_at").first()
+        if row[1] < cutoff:
+            low = row[0] + 1
+        else:
+            high = middle
+    return low - 1
+
+
+def tick(now, *, batch=BATCH):
+    """Fold the next attempts into the rollups. Returns how many attempts it folded in."""
+    with transaction.atomic():
+        cursor = RollupCursor.objects.select_for_update().filter(name="attempts").first()
+        if cursor is None:
+            RollupCursor.objects.bulk_create([RollupCursor(name="attempts", last_id=_start_cursor(now))], ignore_conflicts=True)
+            cursor = RollupCursor.objects.select_for_update().get(name="attempts")
+        rows = list(
+            Attempt.objects.filter(id__gt=cursor.last_id)
+            .order_by("id")
+            .values_list("id", "attempt", "started_at", "available_at", "ended_at", "outcome", "run__tenant_id", "run__job_id")[:batch]
+        )
+        settled = []
+        for row in rows:
+            if row[4] > now - SETTLE:
+                break
+            settled.append(row)
+        if not settled:
+            return 0
+        minutes, hours = fold(settled)
+        _store(TenantMinute, list(minutes), minutes, ("tenant", "minute"))
+        _store(JobHour, list(hours), hours, ("job", "tenant", "hour"))
+        RollupCursor.objects.filter(name="attempts").update(last_id=settled[-1][0])
+    prune(now)
+    return len(settled)
+
+
+_last_prune = {"at": None}
+
+
+def prune(now, *, every=dt.timedelta(minutes=10)):
+    """Drop rollup rows past the retention, at most every ten minutes. Returns rows deleted."""
+    if _last_prune["at"] and now - _last_prune["at"] < every:
+        return 0
+    _last_prune["at"] = now
+    cutoff = now - RETENTION
+    deleted, _ = TenantMinute.objects.filter(minute__lt=cutoff).delete()
+    more, _ = JobHour.objects.filter(hour__lt=cutoff).delete()
+    return deleted + more

@@ -1,0 +1,57 @@
+// The job form's schedule preview: as the operator types a cron expression or
+// a time zone, ask the portal for the next runs (in the zone and in UTC, DST
+// changes flagged) and show them, or the error saying how to fix the input.
+(function () {
+  "use strict";
+  function ready(fn) { if (document.readyState !== "loading") { fn(); } else { document.addEventListener("DOMContentLoaded", fn); } }
+  ready(function () {
+    var box = document.getElementById("schedule-preview");
+    var expr = document.getElementById("id_cron_expr");
+    var zone = document.getElementById("id_time_zone");
+    if (!box || !expr || !zone) { return; }
+    var timer = null, serial = 0;
+
+    function el(tag, text, cls) { var e = document.createElement(tag); if (text !== undefined) { e.textContent = text; } if (cls) { e.className = cls; } return e; }
+
+    function render(data) {
+      box.replaceChildren();
+      if (!data.ok) {
+        box.appendChild(el("p", data.error, "portal-preview-error"));
+        box.setAttribute("data-state", "error");
+        return;
+      }
+      box.setAttribute("data-state", "ok");
+      box.appendChild(el("p", "Runs " + data.description + "."));
+      var table = el("table", undefined, "portal-preview-table");
+      table.appendChild(el("caption", "Next " + data.occurrences.length + " runs"));
+      var head = el("tr");
+      [data.zone, "UTC", "DST note"].forEach(function (h) { var th = el("th", h); th.scope = "col"; head.appendChild(th); });
+      var thead = el("thead"); thead.appendChild(head); table.appendChild(thead);
+      var body = el("tbody");
+      data.occurrences.forEach(function (o) {
+        var tr = el("tr");
+        tr.appendChild(el("td", o.local_text));
+        tr.appendChild(el("td", o.utc_text));
+        tr.appendChild(el("td", o.note ? "⚠ " + o.note : ""));
+        body.appendChild(tr);
+      });
+      table.appendChild(body);
+      box.appendChild(table);
+    }
+
+    function update() {
+      var mine = ++serial;
+      var url = box.getAttribute("data-url") + "?cron_expr=" + encodeURIComponent(expr.value) + "&time_zone=" + encodeURIComponent(zone.value) + "&count=8";
+      fetch(url, { credentials: "same-origin" })
+        .then(function (r) { return r.json(); })
+        .then(function (data) { if (mine === serial) { render(data); } })
+        .catch(function () { if (mine === serial) { render({ ok: false, error: "Could not reach the preview; check your connection." }); } });
+    }
+    function later() { clearTimeout(timer); timer = setTimeout(update, 250); }
+    expr.setAttribute("aria-controls", "schedule-preview");
+    zone.setAttribute("aria-controls", "schedule-preview");
+    expr.addEventListener("input", later);
+    zone.addEventListener("input", later);
+    if (expr.value) { update(); }
+  });
+})();
