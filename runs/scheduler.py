@@ -11,7 +11,7 @@ import dataclasses
 
 from django.utils import timezone
 
-from runs import materialize, shards, transitions
+from runs import materialize, rollups, shards, transitions
 
 REAP_BATCH = 1000
 MATERIALIZE_BATCH = 500
@@ -34,7 +34,7 @@ class TickResult:
 
 # Further periodic steps, each `step(now) -> int` (what it did), run every tick
 # after materialising and reaping. Add a step here; keep each one bounded.
-STEPS = []
+STEPS = [rollups.tick]  # the portal's lateness rollups (runs/rollups.py)
 
 
 def tick(owner, now=None):
