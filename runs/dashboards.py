@@ -70,6 +70,7 @@ def overview(request):
         lateness_hour={k: stats.format_ms(hour.get(k)) for k in ("p50", "p95", "p99")},
         lateness_hour_count=hour["count"],
         outcomes_hour=stats.outcomes(tenant, now, stats.HOUR),
+        dead_growth_total=sum(p["count"] for p in day_growth),
         dlq_chart=charts.bar_chart(
             day_growth, title=f"New dead letters per hour, last 24 hours, {tenant.name}",
             description="One bar per hour; the number above each bar is the count.",
@@ -110,12 +111,15 @@ def job_page(request, job_id):
     now = timezone.now()
     upcoming = []
     if job.schedule_kind == JobDefinition.ScheduleKind.CRON:
-        upcoming = cron.preview(job.cron_expr, job.time_zone, now, 10)
+        upcoming = [
+            {"local": f"{o.local:%a %Y-%m-%d %H:%M %Z}", "utc": f"{o.at_utc:%Y-%m-%d %H:%M}", "note": o.note}
+            for o in cron.preview(job.cron_expr, job.time_zone, now, 10)
+        ]
     lateness_24h = stats.job_lateness(job, now)
     history = stats.job_history(job)
     for run in history:
         run.shown_state = "ready" if run.state in ("scheduled", "retry_wait") and run.available_at <= now else run.state
-        run.local_due = run.due_at.astimezone(cron.get_zone(job.time_zone))
+        run.local_due = f"{run.due_at.astimezone(cron.get_zone(job.time_zone)):%Y-%m-%d %H:%M:%S %Z}"
     failure = stats.last_failure(job)
     if failure:
         for attempt in failure["attempts"]:

@@ -1,0 +1,157 @@
+"""A real portal in a real browser: daphne, run_scheduler and run_worker in
+subprocesses on the test database, driven by Playwright through Debian's
+Chromium (/usr/bin/chromium; Playwright's own browser download is not used).
+
+Each page a test visits is saved as a screenshot under
+test-artifacts/screenshots/ (git-ignored), so a person can see what it saw.
+"""
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from tests.conftest import engine_env
+
+CHROMIUM = os.environ.get("DUETIME_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+SHOTS = Path(settings.BASE_DIR) / "test-artifacts" / "screenshots"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(check, timeout=30, every=0.2, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def _up(url):
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def portal(django_db_setup, django_db_blocker, tmp_path_factory):
+    """The three processes of DESIGN.md §2 on the test database; yields the base URL."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium chromium-driver)")
+    port = free_port()
+    logs = tmp_path_factory.mktemp("portal-logs")
+    with django_db_blocker.unblock():
+        env = engine_env(
+            DEBUG="1", SESSION_COOKIE_SECURE="0", CSRF_COOKIE_SECURE="0", SECURE_SSL_REDIRECT="0",
+            DUETIME_LIVE_POLL_SECONDS="0.5", DUETIME_HTTP_ALLOW_PRIVATE="0", CONN_MAX_AGE="0",
+        )
+    commands = {
+        "web": [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "scheduler_project.asgi:application"],
+        "scheduler": [sys.executable, "manage.py", "run_scheduler", "--interval", "0.3"],
+        "worker": [sys.executable, "manage.py", "run_worker", "--queues", "default", "--concurrency", "2", "--poll", "0.2"],
+    }
+    procs = {
+        name: subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=env, stdout=open(logs / f"{name}.log", "w"), stderr=subprocess.STDOUT)
+        for name, cmd in commands.items()
+    }
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _up(f"{base}/admin/login/"), timeout=60, what="daphne to serve the login page")
+        yield base
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+        for name, proc in procs.items():
+            try:
+                proc.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for name in procs:
+            text = (logs / f"{name}.log").read_text(errors="replace")
+            if "Traceback" in text:
+                print(f"--- {name} log ---\n{text[-4000:]}")
+
+
+@pytest.fixture(scope="module")
+def browser(portal):
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop on this thread; the test's ORM
+    # calls are ordinary synchronous code all the same.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as p:
+            chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            yield chromium
+            chromium.close()
+    finally:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+
+@pytest.fixture
+def live_db(transactional_db):
+    """Committed data the portal's processes can see; SQLite's fencing counter restored after a flush."""
+    if connection.vendor == "sqlite":
+        from runs.models import Counter
+
+        Counter.objects.get_or_create(name="fencing_token", defaults={"value": 1_000_000})
+
+
+class Visitor:
+    """One browser session of one person; `shot()` saves what they see."""
+
+    def __init__(self, page, base, test_name):
+        self.page, self.base, self.test_name, self.shots = page, base, test_name, 0
+
+    def go(self, path):
+        self.page.goto(self.base + path)
+        self.shot(path)
+        return self.page
+
+    def shot(self, label):
+        self.shots += 1
+        name = re.sub(r"[^a-z0-9]+", "-", f"{self.test_name}-{self.shots:02d}-{label}".lower()).strip("-")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(SHOTS / f"{name[:120]}.png"), full_page=True)
+
+    def log_in(self, username, password):
+        self.go("/admin/login/?next=/admin/")
+        self.page.get_by_label("Username").fill(username)
+        self.page.get_by_label("Password").fill(password)
+        self.page.get_by_role("button", name="Log in").click()
+        self.page.wait_for_url(self.base + "/admin/")
+        self.shot("logged-in")
+
+
+@pytest.fixture
+def visit(browser, portal, request):
+    contexts = []
+
+    def open_as(username, password):
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        contexts.append(context)
+        visitor = Visitor(context.new_page(), portal, f"{request.node.name}-{username}")
+        visitor.page.set_default_timeout(15_000)
+        visitor.log_in(username, password)
+        return visitor
+
+    yield open_as
+    for context in contexts:
+        context.close()
