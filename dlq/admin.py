@@ -63,6 +63,7 @@ class DeadLetterAdmin(TenantScopedAdmin):
     search_fields = ["^job__name", "last_error"]
     list_select_related = ["job", "tenant", "run"]
     show_full_result_count = False
+    list_per_page = 50
     actions = ["replay_dead_letters", "discard_dead_letters"]
     fields = ["run_link", "job", "tenant", "status_shown", "dead_at", "attempts", "error_full", "payload", "idempotency_key", "replayed_at", "discarded_at", "resolved_by"]
     readonly_fields = fields

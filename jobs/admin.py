@@ -107,6 +107,7 @@ class JobDefinitionAdmin(TenantScopedAdmin):
     list_filter = [TenantFilter, "status", QueueFilter, "priority", "schedule_kind"]
     search_fields = ["name", "target_ref"]
     list_select_related = ["tenant"]
+    list_per_page = 50
     actions = JOB_ACTIONS
     readonly_fields = ["schedule_preview", "next_due_at", "shard", "version", "created_at", "updated_at"]
     fieldsets = [
@@ -161,7 +162,19 @@ class JobDefinitionAdmin(TenantScopedAdmin):
 
     @admin.display(description="p99 lateness, 24 h")
     def p99_lateness_24h(self, job):
-        return stats.format_ms(stats.job_lateness(job, timezone.now()).get("p99"))
+        summary = getattr(job, "lateness_24h", None) or stats.job_lateness(job, timezone.now())
+        return stats.format_ms(summary.get("p99"))
+
+    def changelist_view(self, request, extra_context=None):
+        response = super().changelist_view(request, extra_context)
+        cl = getattr(response, "context_data", {}).get("cl")
+        if cl is not None:
+            # One rollup query for the page's p99 column instead of one per row.
+            jobs = list(cl.result_list)
+            summaries = stats.jobs_lateness([j.pk for j in jobs], timezone.now())
+            for job in jobs:
+                job.lateness_24h = summaries[job.pk]
+        return response
 
     @admin.display(description="next occurrences")
     def schedule_preview(self, job):

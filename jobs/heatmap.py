@@ -45,23 +45,48 @@ def heatmap(jobs, now):
     herd = defaultdict(set)
     for (expr, zone), members in groups.items():
         try:
-            times = cron.occurrences(expr, zone, start - dt.timedelta(microseconds=1), MINUTES + 1)
+            minutes = _starts(expr, zone, start)
         except (cron.CronError, cron.ZoneError):
             continue
         offsets = Counter()
         for job in members:
             offsets[cron.stable_jitter(job.tenant.name, job.name, job.jitter_seconds) // 60] += 1
-        for t in times:
-            if t >= end:
-                break
-            base = int((t - start) / dt.timedelta(minutes=1))
+        unjittered = [job.pk for job in members if not job.jitter_seconds]
+        for base in minutes:
             for shift, n in offsets.items():
                 if base + shift < MINUTES:
                     counts[base + shift] += n
-            for job in members:
-                if not job.jitter_seconds:
-                    herd[base % 60].add(job.pk)
+            if unjittered:
+                herd[base % 60].update(unjittered)
     return Heatmap(start, counts, {m: len(ids) for m, ids in herd.items()})
+
+
+def _starts(expr, zone, start):
+    """Minutes after `start` (0 to 1439) at which `expr` fires in `zone`.
+
+    A wildcard schedule fires at every real minute whose local wall time
+    matches (DESIGN.md §6), so scanning the day's 1,440 UTC minutes is exact
+    and much cheaper than listing up to 1,440 occurrences; a fixed schedule
+    fires a few times a day and goes through cron.occurrences, which applies
+    the DST moves.
+    """
+    spec = cron._parse(expr)  # the parsed fields: the cron module's own parser
+    if not spec.wildcard:
+        end = start + dt.timedelta(minutes=MINUTES)
+        most = len(spec.values[0]) * len(spec.values[1]) * 2 + 2  # a day's worth, DST moves included
+        times = cron.occurrences(expr, zone, start - dt.timedelta(microseconds=1), most)
+        return [int((t - start) / dt.timedelta(minutes=1)) for t in times if t < end]
+    tz = cron.get_zone(zone)
+    minute, hour, day, month, weekday = (frozenset(v) for v in spec.values)
+    found = []
+    for i in range(MINUTES):
+        wall = (start + dt.timedelta(minutes=i)).astimezone(tz)
+        if wall.minute not in minute or wall.hour not in hour or wall.month not in month:
+            continue
+        dom, dow = wall.day in day, (wall.weekday() + 1) % 7 in weekday
+        if (dom or dow) if spec.days_or else (dom and dow):
+            found.append(i)
+    return found
 
 
 def advice(hm):

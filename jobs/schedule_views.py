@@ -9,6 +9,7 @@ import datetime as dt
 from django.http import JsonResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.safestring import mark_safe
 
 from jobs import cron
 from jobs.heatmap import advice, heatmap
@@ -74,7 +75,9 @@ def heatmap_page(request):
     rows = []
     for hour, counts in enumerate(hm.grid()):
         at = hm.start + dt.timedelta(hours=hour)
-        rows.append({"label": f"{at:%H}:00", "cells": [(n, _level(n, top)) for n in counts]})
+        # 1,440 cells: joined here, as the template engine would take a tenth of a second.
+        cells = "".join(f'<td class="heat-{_level(n, top)}">{n or ""}</td>' for n in counts)
+        rows.append({"label": f"{at:%H}:00", "cells": mark_safe(cells)})
     context = {
         **site.each_context(request),
         "title": "Scheduled starts per minute",

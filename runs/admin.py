@@ -137,6 +137,7 @@ class RunAdmin(TenantScopedAdmin):
     list_select_related = ["job", "tenant"]
     ordering = ["-id"]
     paginator = CappedPaginator
+    list_per_page = 50
     show_full_result_count = False
     inlines = [AttemptInline]
     actions = ["cancel_runs"]

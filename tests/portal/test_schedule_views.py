@@ -2,6 +2,8 @@
 
 import datetime as dt
 
+import pytest
+
 from django.urls import reverse
 
 from jobs.heatmap import advice, heatmap
@@ -60,3 +62,15 @@ def test_it_renders_the_heatmap_page(as_alice, acme, make_job):
         make_job(acme, f"hourly.{i}", cron_expr="0 * * * *")
     page = as_alice.get(reverse("admin:portal_heatmap")).content.decode()
     assert 'data-testid="heatmap"' in page and "busiest minute is :00" in page
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "UTC"])
+@pytest.mark.parametrize("day", [dt.datetime(2026, 3, 8, tzinfo=dt.UTC), dt.datetime(2026, 3, 29, tzinfo=dt.UTC), dt.datetime(2026, 11, 1, tzinfo=dt.UTC), dt.datetime(2026, 4, 5, tzinfo=dt.UTC)])
+def test_it_counts_wildcard_starts_exactly_as_cron_occurrences_does_dst_days_included(zone, day):
+    from jobs import cron
+    from jobs.heatmap import MINUTES, _starts
+
+    for expr in ("* * * * *", "*/7 1-3 * * *", "0 * * * *", "*/5 * 8 * 1", "30 * * 3 0", "0 2 * * *"):
+        end = day + dt.timedelta(minutes=MINUTES)
+        expected = [int((t - day) / dt.timedelta(minutes=1)) for t in cron.occurrences(expr, zone, day - dt.timedelta(microseconds=1), MINUTES + 1) if t < end]
+        assert _starts(expr, zone, day) == expected, expr
