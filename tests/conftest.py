@@ -95,3 +95,30 @@ def make_run(db):
         return Run.objects.create(**values)
 
     return make
+
+
+def engine_env(**extra):
+    """Environment for a subprocess (a real worker or scheduler) that uses the test database."""
+    import os
+
+    settings_dict = connection.settings_dict
+    if is_postgres():
+        url = "postgres://{USER}@{HOST}:{PORT}/{NAME}".format(
+            USER=settings_dict["USER"] or "postgres",
+            HOST=settings_dict["HOST"] or "127.0.0.1",
+            PORT=settings_dict["PORT"] or 5432,
+            NAME=settings_dict["NAME"],
+        )
+    else:
+        url = f"sqlite:///{settings_dict['NAME']}"
+    return {**os.environ, "DATABASE_URL": url, "PYTHONUNBUFFERED": "1", **{k: str(v) for k, v in extra.items()}}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On PostgreSQL a concurrency test may not be skipped: a skip there is a failure."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and item.get_closest_marker("concurrency") and is_postgres():
+        report.outcome = "failed"
+        report.longrepr = f"concurrency test skipped on PostgreSQL: {report.longrepr}"

@@ -1,0 +1,164 @@
+"""The real commands in subprocesses, stopped the hard ways: SIGKILL, SIGSTOP, SIGTERM.
+
+Real clock with generous bounds. Leases are shortened to 2 s (heartbeat 0.5 s)
+through the environment, as an operator would.
+"""
+
+import datetime as dt
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from django.utils import timezone
+
+from dlq.models import DeadLetter
+from jobs.definitions import save_definition
+from jobs.models import JobDefinition
+from runs import enqueue
+from runs.models import Attempt, Run
+from tests.conftest import engine_env
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.concurrency, pytest.mark.django_db(transaction=True)]
+
+FAST = {"DUETIME_LEASE_SECONDS": 2, "DUETIME_HEARTBEAT_SECONDS": 0.5, "DUETIME_POLL_SECONDS": 0.05}
+
+
+def start(*args, **env):
+    return subprocess.Popen(
+        [sys.executable, "manage.py", *args, "--skip-checks"],
+        env=engine_env(**{**FAST, **env}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def stop(proc, sig=signal.SIGTERM, timeout=30):
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return proc.returncode, out
+
+
+class Processes:
+    """Start commands; on leaving, stop them all (SIGTERM) and print their output if the test failed."""
+
+    def __init__(self):
+        self.procs = {}
+
+    def start(self, name, *args, **env):
+        self.procs[name] = start(*args, **env)
+        return self.procs[name]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.outputs = {name: stop(proc) for name, proc in self.procs.items()}
+        if exc_type is not None:
+            for name, (code, out) in self.outputs.items():
+                print(f"--- {name} exited {code} ---\n{out[-3000:]}")
+
+
+def wait_for(condition, timeout=60, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def held_job(acme, make_job, report, **fields):
+    job = make_job(
+        acme, "held", target_ref="tests.handlers.hold_then_report", overlap_policy="allow",
+        retry_base_seconds=0, retry_max_seconds=0, payload={"report": str(report), "hold": 30}, **fields,
+    )
+    run, _ = enqueue.enqueue(job)
+    return job, run
+
+
+def test_it_retries_a_run_whose_worker_was_killed_and_finishes_it(acme, make_job, tmp_path):
+    job, run = held_job(acme, make_job, tmp_path)
+    with Processes() as fleet:
+        first = fleet.start("killed", "run_worker", "--worker-id", "w-killed")
+        wait_for(lambda: (tmp_path / "1.started").exists(), what="attempt 1 to start")
+        first.kill()  # SIGKILL mid-run: no goodbye, no release
+        first.wait()
+        fleet.start("scheduler", "run_scheduler")
+        fleet.start("second", "run_worker", "--worker-id", "w-second")
+        wait_for(lambda: Run.objects.get(pk=run.pk).state == "succeeded", what="the retry to succeed")
+    outcomes = list(Attempt.objects.filter(run=run).order_by("attempt").values_list("worker_id", "outcome"))
+    assert outcomes == [("w-killed", "lease_expired"), ("w-second", "succeeded")]
+    report = json.loads((tmp_path / "2.json").read_text())
+    assert report["key"] == run.idempotency_key
+
+
+def test_it_fences_off_a_paused_worker_and_lets_the_rerun_win(acme, make_job, tmp_path):
+    job, run = held_job(acme, make_job, tmp_path)
+    with Processes() as fleet:
+        paused = fleet.start("paused", "run_worker", "--worker-id", "w-paused")
+        wait_for(lambda: (tmp_path / "1.started").exists(), what="attempt 1 to start")
+        first_token = int((tmp_path / "1.started").read_text())
+        paused.send_signal(signal.SIGSTOP)  # a long GC pause: no heartbeats
+        try:
+            fleet.start("scheduler", "run_scheduler")
+            fleet.start("rescuer", "run_worker", "--worker-id", "w-rescuer")
+            wait_for(lambda: Run.objects.get(pk=run.pk).state == "succeeded", what="the re-run to succeed")
+        finally:
+            paused.send_signal(signal.SIGCONT)
+        wait_for(lambda: (tmp_path / "1.json").exists(), what="the paused handler to notice")
+        wait_for(lambda: Attempt.objects.filter(run=run).count() == 2, what="both attempts recorded")
+        time.sleep(1)  # room for the paused worker's (refused) completion
+    code, output = fleet.outputs["paused"]
+    seen = json.loads((tmp_path / "1.json").read_text())
+    assert seen["lease_lost"], "its heartbeat was refused, so the handler was told to stop"
+    assert "completion refused as stale" in output
+    run.refresh_from_db()
+    second_token = json.loads((tmp_path / "2.json").read_text())["token"]
+    assert run.state == "succeeded" and run.fencing_token == second_token > first_token
+    outcomes = list(Attempt.objects.filter(run=run).order_by("attempt").values_list("worker_id", "outcome"))
+    assert outcomes == [("w-paused", "lease_expired"), ("w-rescuer", "succeeded")]
+
+
+def test_it_runs_a_scheduled_job_on_time_never_early(acme):
+    due = timezone.now().replace(microsecond=0) + dt.timedelta(seconds=3)
+    job = JobDefinition(
+        tenant=acme, name="launch", schedule_kind="at", run_at=due, target_kind="python", target_ref="tests.handlers.noop"
+    )
+    save_definition(job, "test")
+    with Processes() as fleet:
+        fleet.start("scheduler", "run_scheduler")
+        fleet.start("worker", "run_worker")
+        run = wait_for(lambda: Run.objects.filter(job=job, state="succeeded").first(), what="the run to succeed")
+    attempt = Attempt.objects.get(run=run)
+    assert run.due_at == due
+    assert attempt.started_at >= due, "never early"
+    assert attempt.started_at - due < dt.timedelta(seconds=5), "on time, with generous bounds"
+
+
+def test_it_dead_letters_a_job_that_keeps_failing(acme, make_job):
+    job = make_job(acme, "doomed", target_ref="tests.handlers.fail", max_attempts=2, retry_base_seconds=0, retry_max_seconds=0)
+    run, _ = enqueue.enqueue(job)
+    with Processes() as fleet:
+        fleet.start("worker", "run_worker")
+        wait_for(lambda: Run.objects.get(pk=run.pk).state == "dead", what="the run to die")
+    assert DeadLetter.objects.get(run=run).last_error.startswith("RuntimeError: always fails")
+
+
+@pytest.mark.parametrize("command", ["run_scheduler", "run_worker"])
+def test_it_stops_gracefully_on_sigterm(acme, command):
+    proc = start(command)
+    time.sleep(3)  # past start-up, inside the loop
+    assert proc.poll() is None, proc.communicate()[0]
+    code, output = stop(proc, timeout=15)
+    assert code == 0, output
+    assert "stopped" in output

@@ -1,0 +1,144 @@
+"""What a claim batch gets: priorities, tenant fairness, caps and overlap policies."""
+
+import datetime as dt
+from collections import Counter
+
+import pytest
+
+from jobs.models import Tenant
+from runs import claims, transitions
+from runs.claims import Candidate, priority_quotas
+from runs.models import Run
+
+T0 = dt.datetime(2026, 6, 1, 9, 0, tzinfo=dt.timezone.utc)
+NOW = T0 + dt.timedelta(hours=1)
+
+
+def due(i):
+    return T0 + dt.timedelta(milliseconds=i)
+
+
+def fill(make_run, job, count, start=0):
+    return [make_run(job, due_at=due(start + i), origin="api") for i in range(count)]
+
+
+def by(leases, attr):
+    return Counter(getattr(lease, attr) for lease in leases)
+
+
+@pytest.mark.parametrize(
+    "available, quotas",
+    [
+        ((1000, 1000, 1000), [70, 25, 5]),  # all have work: 70/25/5
+        ((10, 1000, 1000), [10, 85, 5]),  # critical's unused share flows down to default
+        ((10, 10, 1000), [10, 10, 80]),  # ... and on to bulk
+        ((1000, 0, 0), [100, 0, 0]),  # nothing below: the batch is never short while work waits
+        ((0, 0, 3), [0, 0, 3]),
+        ((1000, 1000, 0), [75, 25, 0]),
+    ],
+)
+def test_it_splits_a_batch_70_25_5_with_unused_share_flowing_on(available, quotas):
+    assert priority_quotas(100, list(available)) == quotas
+
+
+def test_it_fills_a_batch_by_priority_share_from_the_database(acme, make_job, make_run):
+    for name, priority in (("critical.job", 0), ("default.job", 1), ("bulk.job", 2)):
+        fill(make_run, make_job(acme, name, priority=priority, overlap_policy="allow"), 150)
+    leases = claims.claim(["default"], 100, "w", now=NOW)
+    assert [by(leases, "job_name")[n] for n in ("critical.job", "default.job", "bulk.job")] == [70, 25, 5]
+
+
+def test_it_serves_tenants_round_robin_so_a_big_backlog_cannot_starve_a_small_one(acme, globex, make_job, make_run):
+    fill(make_run, make_job(acme, "acme.bulk", priority=2, overlap_policy="allow"), 300)  # older, and many
+    fill(make_run, make_job(globex, "globex.bulk", priority=2, overlap_policy="allow"), 10, start=10_000)
+    leases = claims.claim(["default"], 20, "w", now=NOW)
+    assert by(leases, "tenant_id") == {acme.pk: 10, globex.pk: 10}
+
+
+def test_it_takes_the_oldest_runs_first_within_a_tenant(acme, make_job, make_run):
+    runs = fill(make_run, make_job(acme, "fifo", overlap_policy="allow"), 5)
+    leases = claims.claim(["default"], 2, "w", now=NOW)
+    assert sorted(l.run_id for l in leases) == [runs[0].pk, runs[1].pk]
+
+
+def test_it_serves_only_the_asked_queues_and_the_asked_tenant(acme, globex, make_job, make_run):
+    fill(make_run, make_job(acme, "mail", queue="mail", overlap_policy="allow"), 3)
+    fill(make_run, make_job(globex, "globex.mail", queue="mail", overlap_policy="allow"), 3)
+    fill(make_run, make_job(acme, "other", queue="other", overlap_policy="allow"), 3)
+    leases = claims.claim(["mail"], 10, "w", tenant_id=acme.pk, now=NOW)
+    assert {(l.tenant_id, l.queue) for l in leases} == {(acme.pk, "mail")} and len(leases) == 3
+
+
+def test_it_holds_a_tenant_to_its_concurrent_cap(acme, make_job, make_run):
+    Tenant.objects.filter(pk=acme.pk).update(max_concurrent_runs=4)
+    fill(make_run, make_job(acme, "capped", overlap_policy="allow"), 10)
+    assert len(claims.claim(["default"], 10, "w", now=NOW)) == 4
+    assert claims.claim(["default"], 10, "w", now=NOW) == []
+
+
+def test_it_holds_a_job_to_its_concurrency_limit(acme, make_job, make_run):
+    fill(make_run, make_job(acme, "two-at-once", concurrency=2, overlap_policy="allow"), 5)
+    first = claims.claim(["default"], 10, "w", now=NOW)
+    assert len(first) == 2
+    assert claims.claim(["default"], 10, "w", now=NOW) == []
+    transitions.complete(first[0].run_id, first[0].fencing_token, "succeeded", now=NOW)
+    assert len(claims.claim(["default"], 10, "w", now=NOW)) == 1
+
+
+def test_it_leaves_the_runs_of_a_paused_job_alone(acme, make_job, make_run):
+    job = make_job(acme, "paused", status="paused", overlap_policy="allow")
+    fill(make_run, job, 3)
+    fill(make_run, make_job(acme, "active", overlap_policy="allow"), 2, start=100)
+    leases = claims.claim(["default"], 10, "w", now=NOW)
+    assert by(leases, "job_name") == {"active": 2}
+    assert Run.objects.filter(job=job, state="scheduled").count() == 3
+
+
+def test_it_skips_an_occurrence_while_the_previous_runs_under_forbid(acme, make_job, make_run):
+    job = make_job(acme, "nightly", overlap_policy="forbid")
+    first = make_run(job, due_at=due(0))
+    (lease,) = claims.claim(["default"], 10, "w", now=NOW)
+    second = make_run(job, due_at=due(60_000))
+    assert claims.claim(["default"], 10, "w", now=NOW) == []
+    second.refresh_from_db()
+    assert second.state == "skipped" and "overlap" in second.reason
+    assert lease.run_id == first.pk
+
+
+def test_it_cancels_the_running_lease_under_replace(acme, make_job, make_run):
+    job = make_job(acme, "report", overlap_policy="replace")
+    make_run(job, due_at=due(0))
+    (old,) = claims.claim(["default"], 10, "w", now=NOW)
+    newer = make_run(job, due_at=due(60_000))
+    (new,) = claims.claim(["default"], 10, "w", now=NOW)
+    assert new.run_id == newer.pk
+    with pytest.raises(transitions.StaleLease):
+        transitions.heartbeat(old.run_id, old.fencing_token, 30, now=NOW)
+    replaced = Run.objects.get(pk=old.run_id)
+    assert replaced.state == "cancelled" and f"replaced by run {newer.pk}" in replaced.reason
+
+
+def test_it_runs_both_under_allow(acme, make_job, make_run):
+    job = make_job(acme, "parallel", overlap_policy="allow")
+    make_run(job, due_at=due(0))
+    claims.claim(["default"], 10, "w", now=NOW)
+    make_run(job, due_at=due(60_000))
+    assert len(claims.claim(["default"], 10, "w", now=NOW)) == 1
+    assert Run.objects.filter(job=job, state="leased").count() == 2
+
+
+def test_it_applies_overlap_only_to_scheduled_occurrences(acme, make_job, make_run):
+    job = make_job(acme, "forbid-but-triggered", overlap_policy="forbid")
+    make_run(job, due_at=due(0))
+    claims.claim(["default"], 10, "w", now=NOW)
+    make_run(job, due_at=due(1), origin="trigger")
+    assert len(claims.claim(["default"], 10, "w", now=NOW)) == 1, "a manual trigger is not an overlapping occurrence"
+
+
+def candidate(i, tenant=1, job=1, priority=1, origin="api", overlap="allow", concurrency=None, job_leased=0, room=1000):
+    return Candidate(i, tenant, job, priority, origin, due(i), concurrency, overlap, job_leased, room)
+
+
+def test_choose_skips_the_second_due_occurrence_of_a_forbid_job_in_one_batch():
+    decision = claims.choose([candidate(1, origin="schedule", overlap="forbid"), candidate(2, origin="schedule", overlap="forbid")], 10)
+    assert decision.lease == [1] and decision.skip == [2]

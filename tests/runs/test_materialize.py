@@ -1,0 +1,196 @@
+"""Schedules become runs ahead of time, and every occurrence can explain itself."""
+
+import datetime as dt
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from jobs import cron
+from jobs.definitions import save_definition
+from jobs.models import JobDefinition
+from runs import control, enqueue, materialize
+from runs.models import Run
+
+UTC = dt.timezone.utc
+T0 = dt.datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
+
+
+def minutes(n):
+    return dt.timedelta(minutes=n)
+
+
+@pytest.fixture
+def every_minute(acme):
+    job = JobDefinition(
+        tenant=acme, name="ping", schedule_kind="cron", cron_expr="* * * * *", time_zone="Europe/Berlin",
+        target_kind="python", target_ref="tests.handlers.noop",
+    )
+    save_definition(job, "test", now=T0 - dt.timedelta(seconds=30))
+    return job
+
+
+def scheduled(job):
+    return list(Run.objects.filter(job=job, state="scheduled").order_by("due_at").values_list("due_at", flat=True))
+
+
+def skipped(job):
+    return list(Run.objects.filter(job=job, state="skipped").order_by("due_at"))
+
+
+def test_it_inserts_the_occurrences_inside_the_lookahead_and_advances_next_due(every_minute):
+    result = materialize.materialize(T0, lookahead=120)
+    assert result.inserted == 3  # 09:00, 09:01, 09:02
+    assert scheduled(every_minute) == [T0, T0 + minutes(1), T0 + minutes(2)]
+    every_minute.refresh_from_db()
+    assert every_minute.next_due_at == T0 + minutes(3)
+
+
+def test_it_names_each_run_by_job_and_due_time_in_the_job_zone(every_minute):
+    materialize.materialize(T0, lookahead=0)
+    run = Run.objects.get(job=every_minute)
+    assert run.idempotency_key == "ping@2026-06-01T11:00:00+02:00"
+
+
+def test_it_is_harmless_to_materialise_twice(every_minute):
+    stale_copy = JobDefinition.objects.get(pk=every_minute.pk)
+    materialize.materialize(T0, lookahead=60)
+    assert materialize.materialize_job(stale_copy, T0, T0 + minutes(1)) == (0, 0)  # lost the compare-and-set
+    assert len(scheduled(every_minute)) == 2
+
+
+def test_it_offsets_available_at_by_the_jobs_fixed_jitter(acme, make_job):
+    job = JobDefinition(
+        tenant=acme, name="herd", schedule_kind="cron", cron_expr="0 * * * *", jitter_seconds=600,
+        target_kind="python", target_ref="tests.handlers.noop",
+    )
+    save_definition(job, "test", now=T0 - minutes(1))
+    materialize.materialize(T0, lookahead=0)
+    run = Run.objects.get(job=job)
+    offset = cron.stable_jitter("acme", "herd", 600)
+    assert run.due_at == T0 and run.available_at == T0 + dt.timedelta(seconds=offset)
+
+
+def outage(job, policy, hours=2, **fields):
+    """The scheduler was down for `hours`; it comes back at 11:00:30."""
+    JobDefinition.objects.filter(pk=job.pk).update(missed_run_policy=policy, **fields)
+    job.refresh_from_db()
+    back = T0 + dt.timedelta(hours=hours, seconds=30)
+    materialize.materialize(back, lookahead=60)
+    return back
+
+
+def test_it_runs_only_the_latest_missed_occurrence_under_run_once(every_minute):
+    back = outage(every_minute, "run_once")
+    assert scheduled(every_minute)[0] == T0 + minutes(120)  # 11:00, the latest missed one
+    (summary,) = skipped(every_minute)
+    assert (summary.due_at, summary.covers_until) == (T0, T0 + minutes(119))
+    assert "120 occurrences" in summary.reason and "run_once" in summary.reason
+
+
+def test_it_runs_every_missed_occurrence_under_run_all_even_past_a_hundred(every_minute):
+    outage(every_minute, "run_all")
+    due = scheduled(every_minute)
+    assert due[:121] == [T0 + minutes(i) for i in range(121)]  # 121 missed, more than Kubernetes' 100
+    assert skipped(every_minute) == []
+
+
+def test_it_caps_run_all_and_records_the_rest(every_minute, settings):
+    settings.DUETIME_MISSED_RUN_CAP = 50
+    outage(every_minute, "run_all")
+    assert len([d for d in scheduled(every_minute) if d <= T0 + minutes(120)]) == 50
+    (summary,) = skipped(every_minute)
+    assert "71 occurrences" in summary.reason
+
+
+def test_it_records_every_missed_occurrence_as_skipped_under_skip(every_minute):
+    back = outage(every_minute, "skip")
+    assert all(d >= back - dt.timedelta(seconds=10) for d in scheduled(every_minute))
+    (summary,) = skipped(every_minute)
+    assert "121 occurrences" in summary.reason and "skip" in summary.reason
+
+
+def test_it_skips_missed_runs_older_than_the_starting_deadline(every_minute):
+    outage(every_minute, "run_all", starting_deadline_seconds=600)
+    due = [d for d in scheduled(every_minute) if d <= T0 + minutes(120)]
+    assert due[0] == T0 + minutes(111)  # 10:51 is the oldest within 10 minutes of 11:00:30
+    (summary,) = skipped(every_minute)
+    assert "starting deadline" in summary.reason
+
+
+def test_it_keeps_firing_after_the_outage(every_minute):
+    back = outage(every_minute, "skip", hours=24 * 3)
+    every_minute.refresh_from_db()
+    assert every_minute.next_due_at > back
+    assert scheduled(every_minute), "a schedule never stops firing because too many were missed"
+
+
+def test_it_runs_a_fixed_job_once_when_its_time_falls_in_the_spring_gap(acme):
+    job = JobDefinition(
+        tenant=acme, name="nightly", schedule_kind="cron", cron_expr="30 2 * * *", time_zone="America/New_York",
+        target_kind="python", target_ref="tests.handlers.noop",
+    )
+    before = dt.datetime(2026, 3, 7, 12, 0, tzinfo=UTC)
+    save_definition(job, "test", now=before)
+    materialize.materialize(before + dt.timedelta(days=2), lookahead=0)
+    # 2026-03-08: 02:30 does not exist in New York; it runs at 03:00 EDT = 07:00 UTC.
+    assert dt.datetime(2026, 3, 8, 7, 0, tzinfo=UTC) in [r.due_at for r in Run.objects.filter(job=job)]
+
+
+def test_it_runs_an_at_job_once(acme):
+    job = JobDefinition(
+        tenant=acme, name="launch", schedule_kind="at", run_at=T0 + minutes(5),
+        target_kind="python", target_ref="tests.handlers.noop",
+    )
+    save_definition(job, "test", now=T0)
+    materialize.materialize(T0 + minutes(5), lookahead=60)
+    materialize.materialize(T0 + minutes(6), lookahead=60)
+    assert scheduled(job) == [T0 + minutes(5)]
+    job.refresh_from_db()
+    assert job.next_due_at is None
+
+
+def test_it_explains_occurrences_passed_over_while_paused(every_minute):
+    control.pause(every_minute, actor="user:alice")
+    assert materialize.materialize(T0 + minutes(30), lookahead=60).jobs == 0
+    control.resume(every_minute, actor="user:alice", now=T0 + minutes(30) + dt.timedelta(seconds=5))
+    (summary,) = skipped(every_minute)
+    assert "paused" in summary.reason and "31 occurrences" in summary.reason
+    every_minute.refresh_from_db()
+    assert every_minute.next_due_at == T0 + minutes(31)
+
+
+def test_it_returns_the_same_run_for_the_same_caller_key(acme, make_job):
+    job = make_job(acme, "oneoff")
+    first, created = enqueue.enqueue(job, delay_seconds=60, idempotency_key="order-17", now=T0)
+    again, created_again = enqueue.enqueue(job, delay_seconds=5, idempotency_key="order-17", now=T0)
+    assert created and not created_again and again.pk == first.pk
+    assert first.due_at == T0 + minutes(1) and first.idempotency_key == "order-17"
+
+
+def test_it_refuses_an_ambiguous_or_naive_run_time(acme, make_job):
+    job = make_job(acme, "oneoff")
+    with pytest.raises(ValidationError):
+        enqueue.enqueue(job, run_at=T0, delay_seconds=5)
+    with pytest.raises(ValidationError):
+        enqueue.enqueue(job, run_at=T0.replace(tzinfo=None))
+
+
+def test_it_backfills_a_past_window_capped_and_audited(every_minute):
+    runs = control.backfill(every_minute, T0, T0 + minutes(10), actor="user:alice", max_runs=4, now=T0 + minutes(60))
+    assert [r.due_at for r in runs] == [T0 + minutes(i) for i in range(4)]
+    assert all(r.origin == "backfill" and r.available_at == T0 + minutes(60) for r in runs)
+    entry = every_minute.tenant.audit.get(action="backfill")
+    assert entry.detail["runs"] == 4 and entry.detail["truncated"] is True
+
+
+def test_it_refuses_to_backfill_the_future(every_minute):
+    with pytest.raises(ValidationError):
+        control.backfill(every_minute, T0, dt.datetime(2100, 1, 1, tzinfo=UTC), actor="user:alice")
+
+
+def test_it_cancels_future_runs_when_a_job_is_deleted(every_minute):
+    materialize.materialize(T0, lookahead=120)
+    assert control.delete(every_minute, actor="user:alice") == 3
+    assert set(Run.objects.filter(job=every_minute).values_list("state", flat=True)) == {"cancelled"}
+    every_minute.refresh_from_db()
+    assert every_minute.status == "cancelled" and every_minute.next_due_at is None
