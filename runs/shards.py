@@ -31,20 +31,34 @@ def shard_name(shard):
 
 def ensure_rows():
     ShardLease.objects.bulk_create(
-        [ShardLease(name=shard_name(s), owner="", epoch=0, expires_at=EPOCH_START) for s in range(SHARDS)],
+        [ShardLease(name=shard_name(n), owner="", epoch=0, expires_at=EPOCH_START) for n in range(SHARDS)],
         ignore_conflicts=True,
     )
 
 
+def node_name(owner):
+    return f"node:{owner}"[:40]
+
+
+def live_nodes(owner, now):
+    """Renew this node's membership row; returns how many nodes are alive (itself included)."""
+    until = now + LEASE_TTL
+    if not ShardLease.objects.filter(name=node_name(owner)).update(owner=owner, expires_at=until):
+        (epoch,) = next_fencing_tokens(1)
+        ShardLease.objects.get_or_create(name=node_name(owner), defaults={"owner": owner, "epoch": epoch, "expires_at": until})
+    return ShardLease.objects.filter(name__startswith="node:", expires_at__gt=now).count()
+
+
 def own_shards(owner, now):
     """Renew, take and release shard leases for `owner`; returns the shard numbers it owns now."""
-    live_others = (
-        ShardLease.objects.filter(expires_at__gt=now).exclude(owner=owner).exclude(owner="").values("owner").distinct().count()
-    )
-    share = math.ceil(SHARDS / (live_others + 1))
+    share = math.ceil(SHARDS / live_nodes(owner, now))
     until = now + LEASE_TTL
     with transaction.atomic():
-        mine = list(ShardLease.objects.filter(owner=owner, expires_at__gt=now).order_by("name").values_list("name", flat=True))
+        mine = list(
+            ShardLease.objects.filter(owner=owner, expires_at__gt=now, name__startswith="shard-")
+            .order_by("name")
+            .values_list("name", flat=True)
+        )
         keep, extra = mine[:share], mine[share:]
         ShardLease.objects.filter(name__in=keep, owner=owner).update(expires_at=until)
         if extra:  # another node joined: hand these back
@@ -62,11 +76,11 @@ def own_shards(owner, now):
 def _free(now, wanted):
     if wanted <= 0:
         return []
-    return list(
-        ShardLease.objects.filter(Q(expires_at__lte=now) | Q(owner="")).order_by("name").values_list("name", flat=True)[:wanted]
-    )
+    free = ShardLease.objects.filter(Q(expires_at__lte=now) | Q(owner=""), name__startswith="shard-")
+    return list(free.order_by("name").values_list("name", flat=True)[:wanted])
 
 
 def release(owner):
     """Give every shard back at once (graceful shutdown), so another node takes over without waiting."""
     ShardLease.objects.filter(owner=owner).update(expires_at=EPOCH_START)
+    ShardLease.objects.filter(name=node_name(owner)).delete()
