@@ -5,20 +5,15 @@ from django.db import connection
 
 
 def _workloads():
+    from bench import explain
     from bench.workloads import WORKLOADS
+    from runs import bench_portal
 
-    workloads = dict(WORKLOADS)
-    try:
-        from runs.bench_portal import run as portal
-    except ImportError:
-        pass
-    else:
-        workloads["portal"] = portal
-    return workloads
+    return {**WORKLOADS, "explain": explain.run, "portal": bench_portal.run}
 
 
 class Command(BaseCommand):
-    help = "Measure Duetime end to end: drain, steady, spike, backlog (and portal). Last line: one JSON object."
+    help = "Measure Duetime: drain, steady, spike, backlog, explain, portal. Last line: one JSON object."
 
     def add_arguments(self, parser):
         parser.add_argument("workload")
