@@ -76,10 +76,10 @@ def prepare(runs):
             for i in range(JOBS)
         ]
     )
-    first_job = jobs[0].pk
+    job_ids = [j.pk for j in jobs]
     with connection.cursor() as cursor:
         for start in range(0, runs, CHUNK):
-            cursor.execute(INSERT_RUNS, {"tenant": tenant.pk, "first_job": first_job, "jobs": JOBS, "n": runs, "start": start, "stop": min(runs, start + CHUNK) - 1, "days": DAYS, "queues": QUEUES})
+            cursor.execute(INSERT_RUNS, {"tenant": tenant.pk, "job_ids": job_ids, "jobs": JOBS, "n": runs, "start": start, "stop": min(runs, start + CHUNK) - 1, "days": DAYS, "queues": QUEUES})
         cursor.execute(INSERT_ATTEMPTS, {"tenant": tenant.pk})
         cursor.execute(INSERT_DEAD_LETTERS, {"tenant": tenant.pk})
         cursor.execute(INSERT_TENANT_MINUTES, {"tenant": tenant.pk})
@@ -111,7 +111,7 @@ INSERT_RUNS = """
 INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
     idempotency_key, fencing_token, worker_id, lease_expires_at, queue, priority, shard, payload, started_at,
     finished_at, last_error, reason, created_at)
-SELECT %(first_job)s + (i %% %(jobs)s), %(tenant)s, 'schedule', due, due, state,
+SELECT (%(job_ids)s::bigint[])[1 + i %% %(jobs)s], %(tenant)s, 'schedule', due, due, state,
        CASE WHEN state IN ('scheduled') THEN 0 ELSE 1 END, 5, 900, 'bench@' || i,
        CASE WHEN state = 'leased' THEN 1000000000 + i END, CASE WHEN state = 'leased' THEN 'bench-worker' ELSE '' END,
        CASE WHEN state = 'leased' THEN now() + interval '20 seconds' END,
