@@ -193,6 +193,11 @@ class JobDefinition(models.Model):
 
         clean_definition(self)
 
+    def save(self, *args, **kwargs):
+        """Validate before every save, so no code path can store an invalid definition."""
+        self.full_clean()
+        super().save(*args, **kwargs)
+
     @property
     def priority_name(self):
         return self.Priority(self.priority).label

@@ -98,3 +98,12 @@ def test_it_bumps_the_version_and_audits_each_edit(acme):
     assert not created and job.version == 2
     assert job.next_due_at.minute == 30
     assert [e.action for e in acme.audit.order_by("id")] == ["create", "update"]
+
+
+def test_it_refuses_an_invalid_definition_saved_directly_from_code(acme):
+    with pytest.raises(ValidationError) as caught:
+        JobDefinition.objects.create(
+            tenant=acme, name="raw", schedule_kind="cron", cron_expr="* * *", target_ref="billing.tasks.export"
+        )
+    assert "cron_expr" in caught.value.message_dict
+    assert not JobDefinition.objects.exists()
