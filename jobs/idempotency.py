@@ -1,0 +1,141 @@
+"""The Idempotency-Key layer (IETF httpapi draft, Stripe's practice).
+
+A POST that creates runs may carry `Idempotency-Key: <1-255 characters>`.
+Keys are scoped to the tenant. The first request inserts an in-flight
+IdempotencyRecord (committed at once, so a concurrent duplicate sees it),
+runs, and stores its answer:
+
+- same key, same request (method, path and JSON body, key order ignored):
+  the first answer is replayed, status and body, with `Idempotent-Replayed: true`;
+- same key, different request: 422 `idempotency-key-reused`;
+- same key while the first request is still running: 409 `idempotency-key-in-use`.
+
+Only successful (2xx) answers are kept. An error answer releases the key, so
+the client can fix the request and retry with the same key. A record left
+in flight by a crashed process is taken over after IN_FLIGHT_TIMEOUT.
+
+Records are kept DUETIME_IDEMPOTENCY_TTL_HOURS (24 h by default) and then
+treated as absent; `purge(now)` deletes them (the scheduler calls it).
+"""
+
+import datetime as dt
+import functools
+import hashlib
+import json
+import re
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from jobs.models import IdempotencyRecord
+from scheduler_project.problems import Problem
+
+HEADER = "Idempotency-Key"
+MAX_KEY_LENGTH = 255
+# Visible ASCII, inner spaces allowed (a UUID, "invoice-42/attempt", ...).
+KEY_PATTERN = r"^[!-~]([ -~]*[!-~])?$"
+IN_FLIGHT_TIMEOUT = dt.timedelta(minutes=5)
+
+
+def ttl():
+    return dt.timedelta(hours=settings.DUETIME_IDEMPOTENCY_TTL_HOURS)
+
+
+def fingerprint(method, path, data):
+    """What makes two requests "the same": method, path and the JSON body, canonicalised."""
+    body = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(f"{method} {path}\n{body}".encode()).hexdigest()
+
+
+def read_key(request):
+    """The request's Idempotency-Key, None when absent; a 400 problem when malformed."""
+    key = request.headers.get(HEADER)
+    if key is None:
+        return None
+    if len(key) > MAX_KEY_LENGTH or not re.fullmatch(KEY_PATTERN, key):
+        detail = f"must be 1-{MAX_KEY_LENGTH} visible ASCII characters, for example a UUID"
+        raise Problem("validation-error", f"{HEADER} {detail}.", errors=[{"field": HEADER, "pointer": "#", "detail": detail}])
+    return key
+
+
+def begin(tenant, key, request_hash, now=None):
+    """Reserve `key` for this request. Returns the record to finish, or a stored IdempotencyRecord to replay.
+
+    Raises 422 (different request) or 409 (still in flight).
+    """
+    now = now or timezone.now()
+    for _ in range(3):
+        try:
+            with transaction.atomic():
+                return IdempotencyRecord.objects.create(tenant=tenant, key=key, request_hash=request_hash), False
+        except IntegrityError:
+            pass
+        found = IdempotencyRecord.objects.filter(tenant=tenant, key=key).first()
+        if found is None:
+            continue  # finished with an error and released meanwhile: try again
+        if found.created_at < now - ttl():
+            # Expired and not yet purged: the key is free again.
+            IdempotencyRecord.objects.filter(pk=found.pk, created_at=found.created_at).delete()
+            continue
+        if found.request_hash != request_hash:
+            raise Problem(
+                "idempotency-key-reused",
+                f"{HEADER} {key!r} was used for a different request; use a new key for a new request.",
+            )
+        if not found.in_flight:
+            return found, True
+        if found.created_at < now - IN_FLIGHT_TIMEOUT and _take_over(found, now):
+            found.refresh_from_db()
+            return found, False
+        raise Problem(
+            "idempotency-key-in-use",
+            f"A request with {HEADER} {key!r} is still being processed; retry in a moment to get its answer.",
+            headers={"Retry-After": "1"},
+        )
+    raise Problem("idempotency-key-in-use", f"{HEADER} {key!r} is contended; retry in a moment.", headers={"Retry-After": "1"})
+
+
+def _take_over(record, now):
+    """A crashed request left the key in flight: claim it by compare-and-set on created_at."""
+    return IdempotencyRecord.objects.filter(pk=record.pk, in_flight=True, created_at=record.created_at).update(created_at=now)
+
+
+def finish(record, status, body):
+    """Store a 2xx answer for replay; release the key after an error."""
+    if 200 <= status < 300:
+        IdempotencyRecord.objects.filter(pk=record.pk).update(in_flight=False, response_status=status, response_body=body)
+    else:
+        IdempotencyRecord.objects.filter(pk=record.pk, in_flight=True).delete()
+
+
+def idempotent(handler):
+    """Decorate a DRF view method: honour Idempotency-Key for the caller's tenant."""
+
+    @functools.wraps(handler)
+    def wrapper(view, request, *args, **kwargs):
+        from rest_framework.response import Response
+
+        key = read_key(request)
+        if key is None:
+            return handler(view, request, *args, **kwargs)
+        request_hash = fingerprint(request.method, request.path, request.data)
+        record, replay = begin(request.auth.tenant, key, request_hash)
+        if replay:
+            return Response(record.response_body, status=record.response_status, headers={"Idempotent-Replayed": "true"})
+        try:
+            response = handler(view, request, *args, **kwargs)
+        except BaseException:
+            finish(record, 500, None)
+            raise
+        finish(record, response.status_code, response.data)
+        return response
+
+    return wrapper
+
+
+def purge(now=None):
+    """Delete records older than the TTL; returns how many. Safe to call from any process, any time."""
+    now = now or timezone.now()
+    deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=now - ttl()).delete()
+    return deleted
