@@ -17,6 +17,7 @@ from dlq.models import DeadLetter
 from jobs.audit import actor_for_user
 from jobs.models import JobDefinition
 from runs import bulk
+from runs.admin import CappedPaginator
 from runs.models import Run
 from scheduler_project import portal_scope
 from scheduler_project.admin import STATE_SYMBOLS, TenantFilter, TenantScopedAdmin, site, status_text
@@ -63,6 +64,7 @@ class DeadLetterAdmin(TenantScopedAdmin):
     search_fields = ["^job__name", "last_error"]
     list_select_related = ["job", "tenant", "run"]
     show_full_result_count = False
+    paginator = CappedPaginator
     list_per_page = 50
     actions = ["replay_dead_letters", "discard_dead_letters"]
     fields = ["run_link", "job", "tenant", "status_shown", "dead_at", "attempts", "error_full", "payload", "idempotency_key", "replayed_at", "discarded_at", "resolved_by"]

@@ -37,7 +37,6 @@ class Heatmap:
 def heatmap(jobs, now):
     """Starts in the 24 hours from the hour of `now`, per minute (UTC). `jobs`: active cron jobs."""
     start = now.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
-    end = start + dt.timedelta(minutes=MINUTES)
     counts = [0] * MINUTES
     groups = defaultdict(list)
     for job in jobs:

@@ -140,12 +140,3 @@ def job_page(request, job_id):
     )
     return TemplateResponse(request, "portal/job.html", context)
 
-
-def live_state(request):
-    """Used by tests and the live script's fallback: the latest watermark this process saw."""
-    from django.http import JsonResponse
-
-    from runs import live
-
-    return JsonResponse({"watermark": list(live.read_watermark())})
-

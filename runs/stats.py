@@ -4,8 +4,8 @@
 - Live states (scheduled, ready, leased, retry_wait) are counted through the
   partial indexes run_claimable and run_leased_expiry, which hold only
   unfinished runs; counts stop at COUNT_CAP ("100,000+").
-- Finished states are counted over the runs due in the last 24 hours through
-  run_by_tenant_state (tenant, state, due_at): one index range per state.
+- Finished states over the last 24 hours come from the rollups (succeeded),
+  the dead letters (dead) and run_by_tenant_state (cancelled, skipped).
 - Dead letters per job read deadletter_by_job and deadletter_open_by_tenant.
 
 Every function takes the tenant (already scoped by the caller through
@@ -106,7 +106,11 @@ def outcomes(tenant, now, window):
 def state_counts(tenant, now):
     """Runs by state (DESIGN.md §4 names) plus the derived `ready`.
 
-    Unfinished states are counted now; finished ones over runs due in the last 24 h.
+    Unfinished states are counted now, through the indexes of unfinished runs.
+    Finished ones cover the last 24 hours, each from where it is cheapest:
+    succeeded from the rollups (a run succeeds once, with its last attempt),
+    dead from the dead letters written when runs died, cancelled and skipped
+    (few) among the runs due in that window (index run_by_tenant_state).
     """
     runs = Run.objects.filter(tenant=tenant)
     live = {}
@@ -114,8 +118,21 @@ def state_counts(tenant, now):
         live[state] = capped_count(runs.filter(state=state))
     live["ready"] = capped_count(runs.filter(state__in=CLAIMABLE_STATES, available_at__lte=now))
     live["leased"] = capped_count(runs.filter(state="leased"))
-    finished = {state: (runs.filter(state=state, due_at__gte=now - DAY, due_at__lte=now).count(), False) for state in FINISHED}
+    finished = {
+        "succeeded": (outcomes(tenant, now, DAY)["succeeded"], False),
+        "dead": (_dead_letters(tenant, now - DAY).count(), False),
+    }
+    for state in ("cancelled", "skipped"):
+        finished[state] = capped_count(runs.filter(state=state, due_at__gte=now - DAY, due_at__lte=now))
     return {"live": live, "finished": finished}
+
+
+def _dead_letters(tenant, since):
+    """A tenant's dead letters since `since`, read per job through deadletter_by_job (job, dead_at)."""
+    from dlq.models import DeadLetter
+
+    job_ids = list(JobDefinition.objects.filter(tenant=tenant).values_list("pk", flat=True))
+    return DeadLetter.objects.filter(job_id__in=job_ids, dead_at__gte=since)
 
 
 def backlog_by_queue(tenant, now):
@@ -149,26 +166,24 @@ def lease_expiries(tenant, now):
 
 
 def dead_letters_by_job(tenant, now, limit=20):
-    """Jobs with dead letters: new in the last 24 h and still open, most first."""
+    """Jobs with dead letters: new in the last 24 h and still open, most first; open ones in all (capped)."""
     from dlq.models import DeadLetter
 
     recent = (
-        DeadLetter.objects.filter(tenant=tenant, dead_at__gte=now - DAY)
+        _dead_letters(tenant, now - DAY)
         .values("job", "job__name")
         .annotate(new=Count("id"), open=Count("id", filter=Q(replayed_at=None, discarded_at=None)))
         .order_by("-new")[:limit]
     )
-    open_total = DeadLetter.objects.filter(tenant=tenant, replayed_at=None, discarded_at=None).count()
-    return {"jobs": list(recent), "open": open_total}
+    open_total, capped = capped_count(DeadLetter.objects.filter(tenant=tenant, replayed_at=None, discarded_at=None), cap=10_000)
+    return {"jobs": list(recent), "open": f"{open_total:,}{'+' if capped else ''}"}
 
 
 def dead_letters_per_hour(tenant, now):
     """New dead letters per hour over the last day (DLQ growth)."""
-    from dlq.models import DeadLetter
-
     start = (now - DAY).replace(minute=0, second=0, microsecond=0)
     counts = [0] * 25
-    for at in DeadLetter.objects.filter(tenant=tenant, dead_at__gte=start).values_list("dead_at", flat=True)[:100_000]:
+    for at in _dead_letters(tenant, start).order_by().values_list("dead_at", flat=True)[:100_000]:
         counts[min(24, int((at - start) / HOUR))] += 1
     return [{"at": start + i * HOUR, "count": c} for i, c in enumerate(counts)]
 

@@ -31,7 +31,6 @@ class DuetimeAdminSite(admin.AdminSite):
             path("dashboard/lateness/", self.admin_view(dashboards.lateness), name="portal_lateness"),
             path("dashboard/heatmap/", self.admin_view(schedule_views.heatmap_page), name="portal_heatmap"),
             path("dashboard/jobs/<int:job_id>/", self.admin_view(dashboards.job_page), name="portal_job"),
-            path("dashboard/live-state/", self.admin_view(dashboards.live_state), name="portal_live_state"),
             path("schedule-preview/", self.admin_view(schedule_views.preview), name="portal_schedule_preview"),
         ]
         return portal + super().get_urls()

@@ -3,7 +3,6 @@
 import datetime as dt
 
 import pytest
-
 from django.urls import reverse
 
 from jobs.heatmap import advice, heatmap
