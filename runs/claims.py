@@ -137,8 +137,8 @@ def _gate(c, tenant_used, job_used, started_jobs):
     """'lease', 'skip' (overlap forbid) or 'wait' (a cap is full) for one candidate."""
     scheduled = c.origin == "schedule"
     running = c.job_leased + job_used[c.job_id]
-    if scheduled and c.overlap_policy == "forbid" and (c.job_leased or c.job_id in started_jobs):
-        return "skip"
+    if scheduled and c.overlap_policy == "forbid" and c.job_leased:
+        return "skip"  # one is running now: this occurrence is passed over, with the reason
     if tenant_used[c.tenant_id] >= c.room:
         return "wait"
     limit = c.concurrency
@@ -148,6 +148,8 @@ def _gate(c, tenant_used, job_used, started_jobs):
         return "wait"
     if scheduled and c.overlap_policy != "allow":
         if c.job_id in started_jobs:
+            # Its predecessor starts in this very batch (or may: quotas come
+            # later). Wait: the next claim sees it running and applies the policy.
             return "wait"
         started_jobs.add(c.job_id)
     return "lease"

@@ -139,6 +139,16 @@ def candidate(i, tenant=1, job=1, priority=1, origin="api", overlap="allow", con
     return Candidate(i, tenant, job, priority, origin, due(i), concurrency, overlap, job_leased, room)
 
 
-def test_choose_skips_the_second_due_occurrence_of_a_forbid_job_in_one_batch():
+def test_choose_leases_one_of_two_due_occurrences_of_a_forbid_job_and_holds_the_other():
     decision = claims.choose([candidate(1, origin="schedule", overlap="forbid"), candidate(2, origin="schedule", overlap="forbid")], 10)
-    assert decision.lease == [1] and decision.skip == [2]
+    assert decision.lease == [1] and decision.skip == []
+
+
+def test_it_skips_the_held_occurrence_once_its_predecessor_runs(acme, make_job, make_run):
+    job = make_job(acme, "catch-up", overlap_policy="forbid")
+    first, second = make_run(job, due_at=due(0)), make_run(job, due_at=due(60_000))
+    (lease,) = claims.claim(["default"], 10, "w", now=NOW)
+    assert lease.run_id == first.pk
+    assert claims.claim(["default"], 10, "w", now=NOW) == []
+    second.refresh_from_db()
+    assert second.state == "skipped"
