@@ -14,7 +14,7 @@ from jobs import audit, cron
 from jobs.definitions import first_due
 from jobs.models import JobDefinition
 from runs import transitions
-from runs.materialize import _summary, build_runs, skipped_rows, upcoming
+from runs.materialize import missed_summary, build_runs, skipped_rows, upcoming
 from runs.models import Run
 
 Status = JobDefinition.Status
@@ -42,7 +42,7 @@ def resume(job, *, actor, note="", now=None):
             if job.next_due_at and job.next_due_at < now:
                 missed, _ = upcoming(job, job.next_due_at - dt.timedelta(microseconds=1), now)
                 if missed:
-                    summary = _summary(missed, "passed over while the job was paused")
+                    summary = missed_summary(missed, "passed over while the job was paused")
                     Run.objects.bulk_create(skipped_rows(job, [summary], now), ignore_conflicts=True)
             job.next_due_at = first_due(job, now)
         # An `at` job keeps its instant: if it passed while paused, the missed-run policy decides.

@@ -84,27 +84,27 @@ def _apply_missed_policy(job, now, missed, result, cap):
         missed = [t for t in missed if t >= deadline]
         if expired:
             result.skipped.append(
-                _summary(expired, f"missed while no scheduler ran, older than the starting deadline ({job.starting_deadline_seconds} s)")
+                missed_summary(expired, f"missed while no scheduler ran, older than the starting deadline ({job.starting_deadline_seconds} s)")
             )
     if not missed:
         return
     if policy == JobDefinition.MissedRunPolicy.SKIP:
-        result.skipped.append(_summary(missed, "missed while no scheduler ran (missed-run policy skip)"))
+        result.skipped.append(missed_summary(missed, "missed while no scheduler ran (missed-run policy skip)"))
     elif policy == JobDefinition.MissedRunPolicy.RUN_ONCE:
         if len(missed) > 1:
             result.skipped.append(
-                _summary(missed[:-1], "missed while no scheduler ran; run_once runs only the latest missed occurrence")
+                missed_summary(missed[:-1], "missed while no scheduler ran; run_once runs only the latest missed occurrence")
             )
         result.runs.insert(0, missed[-1])
     else:
         if len(missed) > cap:
             result.skipped.append(
-                _summary(missed[:-cap], f"missed while no scheduler ran; run_all runs at most the latest {cap}")
+                missed_summary(missed[:-cap], f"missed while no scheduler ran; run_all runs at most the latest {cap}")
             )
         result.runs[:0] = missed[-cap:]
 
 
-def _summary(times, reason):
+def missed_summary(times, reason):
     if len(times) == 1:
         return (times[0], None, 1, reason)
     return (times[0], times[-1], len(times), f"{reason}: {len(times)} occurrences from {times[0]:%Y-%m-%d %H:%M} to {times[-1]:%Y-%m-%d %H:%M} UTC")
