@@ -27,7 +27,7 @@ from jobs import audit
 from jobs.definitions import first_due
 from jobs.models import AuditEntry, JobDefinition
 from runs import transitions
-from runs.materialize import _summary, build_runs, skipped_rows, upcoming
+from runs.materialize import missed_summary, build_runs, skipped_rows, upcoming
 from runs.models import CLAIMABLE_STATES, Run
 
 Status = JobDefinition.Status
@@ -61,7 +61,7 @@ def resume_many(queryset, *, actor, note="", now=None):
                 if job.next_due_at and job.next_due_at < now:
                     missed, _ = upcoming(job, job.next_due_at - dt.timedelta(microseconds=1), now)
                     if missed:
-                        skipped += skipped_rows(job, [_summary(missed, "passed over while the job was paused")], now)
+                        skipped += skipped_rows(job, [missed_summary(missed, "passed over while the job was paused")], now)
                 job.next_due_at = first_due(job, now)
             job.status, job.updated_at = Status.ACTIVE, now
         Run.objects.bulk_create(skipped, ignore_conflicts=True, batch_size=1000)
