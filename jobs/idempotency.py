@@ -15,7 +15,7 @@ the client can fix the request and retry with the same key. A record left
 in flight by a crashed process is taken over after IN_FLIGHT_TIMEOUT.
 
 Records are kept DUETIME_IDEMPOTENCY_TTL_HOURS (24 h by default) and then
-treated as absent; `purge(now)` deletes them (the scheduler calls it).
+treated as absent; `purge(now)` deletes them (for the scheduler's periodic maintenance).
 """
 
 import datetime as dt

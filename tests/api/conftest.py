@@ -26,6 +26,10 @@ class Api:
         self.base_url = base_url
         self.session = requests.Session()
 
+    def fresh(self):
+        """Another client with its own connection pool, for use from another thread."""
+        return Api(self.base_url)
+
     def call(self, method, path, *, token=None, json=None, headers=None, data=None, timeout=30):
         headers = dict(headers or {})
         if token is not None:

@@ -91,8 +91,9 @@ def test_it_creates_one_run_for_concurrent_duplicates(api, acme_team, billing_jo
     start = threading.Barrier(8)
 
     def client():
+        own = api.fresh()
         start.wait()
-        response = post(api, acme_team, "invoice-42", body)
+        response = post(own, acme_team, "invoice-42", body)
         answers.append((response.status_code, response.json()))
 
     threads = [threading.Thread(target=client) for _ in range(8)]

@@ -25,7 +25,7 @@ def test_it_limits_the_enqueue_rate(api, acme, acme_team, globex_team):
     assert other_tenant.status_code == 201
 
 
-def test_it_limits_the_runs_waiting_or_running(api, acme, acme_team, make_run):
+def test_it_limits_the_runs_waiting_or_running(api, acme, acme_team):
     Tenant.objects.filter(pk=acme.pk).update(max_pending_runs=2)
     api.put("/v1/jobs/billing.export", token=acme_team, json=on_demand())
     api.post("/v1/jobs/billing.export/runs", token=acme_team, json={})
