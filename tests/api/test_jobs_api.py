@@ -1,6 +1,7 @@
 """Alice manages Acme's job definitions over /v1/jobs."""
 
 import datetime as dt
+import threading
 
 from django.utils import timezone
 
@@ -234,3 +235,23 @@ def test_it_explains_a_backfill_it_cannot_do(api, acme_team):
     assert not_cron["errors"][0]["field"] == "schedule.kind"
     assert too_late["errors"][0]["field"] == "end"
     assert assert_problem(naive, 400, "validation-error")["errors"][0]["field"] == "start"
+
+
+def test_it_creates_a_job_once_under_concurrent_puts(api, acme_team, acme):
+    answers = []
+    start = threading.Barrier(6)
+
+    def deploy():
+        own = api.fresh()
+        start.wait()
+        answers.append(own.put("/v1/jobs/billing.export", token=acme_team, json=nightly()).status_code)
+
+    threads = [threading.Thread(target=deploy) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert sorted(answers) == [200] * 5 + [201]
+    job = JobDefinition.objects.get(tenant=acme, name="billing.export")
+    assert job.version == 1
