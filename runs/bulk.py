@@ -9,18 +9,14 @@ statements per batch in one transaction; what they change is returned and
 audited with one INSERT. Leased runs still go through transitions.cancel_run,
 one by one, since each needs its attempt recorded and its fencing token checked.
 
-NOTE for the engine owner: the run-state moves here (cancel_waiting,
-replay_many, discard_many) belong in runs/transitions.py next to their
-single-row versions; they live here until they move (see the portal report).
+Every run-state move here is made by runs/transitions.py (cancel_waiting,
+replay_many, discard_many); this module adds the batching and the audit.
 """
 
 import datetime as dt
 import uuid
-from collections import defaultdict
 
-from django.apps import apps
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from jobs import audit
@@ -34,11 +30,7 @@ Status = JobDefinition.Status
 S = Run.State
 
 
-def _locked(queryset, **expected):
-    """The rows of `queryset` in their expected state, locked (of the model's own table only),
-    with their tenant loaded for the audit records."""
-    rows = queryset.model.objects.select_for_update(of=("self",)).filter(pk__in=queryset.order_by().values("pk"), **expected)
-    return list(rows.select_related("tenant").order_by("pk"))
+_locked = transitions.locked
 
 
 def pause_many(queryset, *, actor, note=""):
@@ -110,12 +102,7 @@ def cancel_runs(queryset, *, actor, reason, note="", now=None, limit=100_000):
     """transitions.cancel_run for every unfinished run of `queryset`. Returns the runs cancelled."""
     now = now or timezone.now()
     with transaction.atomic():
-        waiting = _locked(queryset.filter(state__in=CLAIMABLE_STATES))[:limit]
-        by_state = defaultdict(list)
-        for run in waiting:
-            by_state[run.state].append(run.pk)
-        for state, ids in by_state.items():
-            Run.objects.filter(pk__in=ids, state=state).update(state=S.CANCELLED, finished_at=now, reason=reason)
+        waiting = transitions.cancel_waiting(queryset, reason=reason, now=now, limit=limit)
         leased = [
             run for run in queryset.filter(state=S.LEASED).select_related("tenant")[:limit]
             if transitions.cancel_run(run, reason=reason, now=now)
@@ -126,34 +113,16 @@ def cancel_runs(queryset, *, actor, reason, note="", now=None, limit=100_000):
 
 
 def replay_many(dead_letters, *, actor, note="", now=None):
-    """transitions.replay for every open dead letter of `dead_letters`. Returns those replayed."""
-    DeadLetter = apps.get_model("dlq", "DeadLetter")
-    now = now or timezone.now()
+    """transitions.replay_many, audited. Returns those replayed."""
     with transaction.atomic():
-        letters = _locked(dead_letters, replayed_at=None, discarded_at=None)
-        budgets = dict(JobDefinition.objects.filter(pk__in={d.job_id for d in letters}).values_list("pk", "max_attempts"))
-        dead_runs = set(
-            Run.objects.select_for_update().filter(pk__in=[d.run_id for d in letters], state=S.DEAD).values_list("pk", flat=True)
-        )
-        letters = [d for d in letters if d.run_id in dead_runs]  # a run no longer dead is left alone, as replay() does
-        DeadLetter.objects.filter(pk__in=[d.pk for d in letters]).update(replayed_at=now, resolved_by=actor)
-        by_budget = defaultdict(list)
-        for d in letters:
-            by_budget[budgets[d.job_id]].append(d.run_id)
-        for budget, run_ids in by_budget.items():
-            Run.objects.filter(pk__in=run_ids, state=S.DEAD).update(
-                state=S.SCHEDULED, available_at=now, finished_at=None, max_attempts=F("attempt") + budget, last_error=""
-            )
+        letters = transitions.replay_many(dead_letters, actor=actor, now=now)
         audit.record_many(actor, "replay", letters, note=note)
     return letters
 
 
 def discard_many(dead_letters, *, actor, note="", now=None):
-    """transitions.discard for every open dead letter. Returns those discarded."""
-    DeadLetter = apps.get_model("dlq", "DeadLetter")
-    now = now or timezone.now()
+    """transitions.discard_many, audited. Returns those discarded."""
     with transaction.atomic():
-        letters = _locked(dead_letters, replayed_at=None, discarded_at=None)
-        DeadLetter.objects.filter(pk__in=[d.pk for d in letters]).update(discarded_at=now, resolved_by=actor)
+        letters = transitions.discard_many(dead_letters, actor=actor, now=now)
         audit.record_many(actor, "discard", letters, note=note)
     return letters

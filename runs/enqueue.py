@@ -17,7 +17,9 @@ from runs.materialize import build_runs
 from runs.models import Run
 
 
-def enqueue(job, *, run_at=None, delay_seconds=None, payload=None, idempotency_key=None, origin=Run.Origin.API, actor=None, now=None):
+def enqueue(
+    job, *, run_at=None, delay_seconds=None, payload=None, idempotency_key=None, origin=Run.Origin.API, actor=None, note="", now=None
+):
     """Create a run of `job`; returns (run, created). Raises ValidationError on bad input."""
     now = now or timezone.now()
     if run_at is not None and delay_seconds is not None:
@@ -41,7 +43,7 @@ def enqueue(job, *, run_at=None, delay_seconds=None, payload=None, idempotency_k
         with transaction.atomic():
             run.save(force_insert=True)
             if actor:
-                audit.record(actor, origin, job, detail={"run": run.pk, "due_at": due.isoformat()})
+                audit.record(actor, origin, job, detail={"run": run.pk, "due_at": due.isoformat()}, note=note)
     except IntegrityError:
         if idempotency_key is None:
             raise
@@ -50,7 +52,7 @@ def enqueue(job, *, run_at=None, delay_seconds=None, payload=None, idempotency_k
     return run, True
 
 
-def trigger(job, *, actor, now=None, payload=None):
+def trigger(job, *, actor, note="", now=None, payload=None):
     """Run `job` now, outside its schedule (the portal's and the API's "trigger now")."""
-    run, _ = enqueue(job, origin=Run.Origin.TRIGGER, actor=actor, now=now, payload=payload)
+    run, _ = enqueue(job, origin=Run.Origin.TRIGGER, actor=actor, note=note, now=now, payload=payload)
     return run

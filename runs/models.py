@@ -194,3 +194,8 @@ class Counter(models.Model):
 
     name = models.CharField(max_length=40, primary_key=True)
     value = models.BigIntegerField(default=0)
+
+
+# The portal's rollup tables live beside the code that maintains them; import
+# them here so Django registers them with the app whatever is loaded first.
+from runs.rollups import JobHour, RollupCursor, TenantMinute  # noqa: E402, F401

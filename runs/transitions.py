@@ -24,15 +24,15 @@ S = Run.State
 TRANSITIONS = {
     (S.SCHEDULED, S.LEASED): "claims.claim",
     (S.RETRY_WAIT, S.LEASED): "claims.claim",
-    (S.SCHEDULED, S.CANCELLED): "cancel_run, cancel_future_runs",
-    (S.RETRY_WAIT, S.CANCELLED): "cancel_run, cancel_future_runs",
+    (S.SCHEDULED, S.CANCELLED): "cancel_run, cancel_waiting, cancel_future_runs",
+    (S.RETRY_WAIT, S.CANCELLED): "cancel_run, cancel_waiting, cancel_future_runs",
     (S.SCHEDULED, S.SKIPPED): "skip_for_overlap (claim), materialize (missed-run policy)",
     (S.LEASED, S.SUCCEEDED): "complete_many",
     (S.LEASED, S.DEAD): "complete_many (no attempts left or permanent), reap",
     (S.LEASED, S.CANCELLED): "cancel_run, cancel_leases_of_job (overlap replace)",
     (S.LEASED, S.SCHEDULED): "release (worker shutdown, first attempt)",
     (S.LEASED, S.RETRY_WAIT): "complete_many (failed, attempts left), reap (lease expired), release",
-    (S.DEAD, S.SCHEDULED): "replay",
+    (S.DEAD, S.SCHEDULED): "replay, replay_many",
 }
 
 
@@ -266,38 +266,68 @@ def cancel_future_runs(job, *, reason, now=None):
     )
 
 
-def replay(dead_letter, *, actor, now=None):
-    """Send a dead run back to `scheduled`: same idempotency key, a fresh attempt budget.
+def locked(queryset, **expected):
+    """The rows of `queryset` in their expected state, locked (their own table only), tenant loaded."""
+    rows = queryset.model.objects.select_for_update(of=("self",)).filter(pk__in=queryset.order_by().values("pk"), **expected)
+    return list(rows.select_related("tenant").order_by("pk"))
 
-    Returns False if the dead letter was already replayed or discarded.
+
+def replay_many(dead_letters, *, actor, now=None):
+    """Send the dead runs of these open dead letters back to `scheduled`; returns the letters replayed.
+
+    Same idempotency key, a fresh attempt budget (the job's max_attempts more).
+    A letter already replayed or discarded, or whose run is no longer dead, is left alone.
     """
     DeadLetter = apps.get_model("dlq", "DeadLetter")
     now = now or timezone.now()
     with transaction.atomic():
-        closed = DeadLetter.objects.filter(pk=dead_letter.pk, replayed_at=None, discarded_at=None).update(
-            replayed_at=now, resolved_by=actor
+        letters = locked(dead_letters, replayed_at=None, discarded_at=None)
+        dead = set(
+            Run.objects.select_for_update().filter(pk__in=[d.run_id for d in letters], state=S.DEAD).values_list("pk", flat=True)
         )
-        if not closed:
-            return False
-        job = dead_letter.job
-        moved = Run.objects.filter(pk=dead_letter.run_id, state=S.DEAD).update(
-            state=S.SCHEDULED,
-            available_at=now,
-            finished_at=None,
-            max_attempts=F("attempt") + job.max_attempts,
-            last_error="",
-        )
-        if not moved:
-            transaction.set_rollback(True)
-            return False
-    return True
+        letters = [d for d in letters if d.run_id in dead]
+        DeadLetter.objects.filter(pk__in=[d.pk for d in letters]).update(replayed_at=now, resolved_by=actor)
+        budgets = dict(apps.get_model("jobs", "JobDefinition").objects.filter(pk__in={d.job_id for d in letters}).values_list("pk", "max_attempts"))
+        by_budget = {}
+        for d in letters:
+            by_budget.setdefault(budgets[d.job_id], []).append(d.run_id)
+        for budget, run_ids in by_budget.items():
+            Run.objects.filter(pk__in=run_ids, state=S.DEAD).update(
+                state=S.SCHEDULED, available_at=now, finished_at=None, max_attempts=F("attempt") + budget, last_error=""
+            )
+    return letters
+
+
+def replay(dead_letter, *, actor, now=None):
+    """replay_many for one dead letter; False if it was already closed or its run is not dead."""
+    DeadLetter = apps.get_model("dlq", "DeadLetter")
+    return bool(replay_many(DeadLetter.objects.filter(pk=dead_letter.pk), actor=actor, now=now))
+
+
+def discard_many(dead_letters, *, actor, now=None):
+    """Close these open dead letters without running them again; returns those discarded."""
+    DeadLetter = apps.get_model("dlq", "DeadLetter")
+    with transaction.atomic():
+        letters = locked(dead_letters, replayed_at=None, discarded_at=None)
+        DeadLetter.objects.filter(pk__in=[d.pk for d in letters]).update(discarded_at=now or timezone.now(), resolved_by=actor)
+    return letters
 
 
 def discard(dead_letter, *, actor, now=None):
-    """Close a dead letter without running it again. Returns False if already closed."""
+    """discard_many for one dead letter; False if it was already closed."""
     DeadLetter = apps.get_model("dlq", "DeadLetter")
-    return bool(
-        DeadLetter.objects.filter(pk=dead_letter.pk, replayed_at=None, discarded_at=None).update(
-            discarded_at=now or timezone.now(), resolved_by=actor
-        )
-    )
+    return bool(discard_many(DeadLetter.objects.filter(pk=dead_letter.pk), actor=actor, now=now))
+
+
+def cancel_waiting(runs, *, reason, now=None, limit=100_000):
+    """Cancel the runs of `runs` that wait to be claimed (scheduled, retry_wait); returns them.
+
+    Leased runs are cancelled one by one with cancel_run (each records its attempt).
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        waiting = locked(runs.filter(state__in=CLAIMABLE_STATES))[:limit]
+        for state in {run.state for run in waiting}:
+            ids = [run.pk for run in waiting if run.state == state]
+            Run.objects.filter(pk__in=ids, state=state).update(state=S.CANCELLED, finished_at=now, reason=reason)
+    return waiting
