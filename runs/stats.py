@@ -2,10 +2,10 @@
 
 - Lateness percentiles come from the rollups (runs.rollups), never from raw attempts.
 - Live states (scheduled, ready, leased, retry_wait) are counted through the
-  partial indexes run_claimable and run_leased_expiry, which hold only
+  partial indexes run_claimable and run_leased_by_owner, which hold only
   unfinished runs; counts stop at COUNT_CAP ("100,000+").
 - Finished states over the last 24 hours come from the rollups (succeeded),
-  the dead letters (dead) and run_by_tenant_state (cancelled, skipped).
+  the dead letters (dead) and run_skipped_cancelled (cancelled, skipped).
 - Dead letters per job read deadletter_by_job and deadletter_open_by_tenant.
 
 Every function takes the tenant (already scoped by the caller through
@@ -110,7 +110,7 @@ def state_counts(tenant, now):
     Finished ones cover the last 24 hours, each from where it is cheapest:
     succeeded from the rollups (a run succeeds once, with its last attempt),
     dead from the dead letters written when runs died, cancelled and skipped
-    (few) among the runs due in that window (index run_by_tenant_state).
+    (few) among the runs due in that window (index run_skipped_cancelled).
     """
     runs = Run.objects.filter(tenant=tenant)
     live = {}

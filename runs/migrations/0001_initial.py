@@ -90,7 +90,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='run',
-            index=models.Index(fields=['tenant', 'state', 'due_at'], name='run_by_tenant_state'),
+            index=models.Index(condition=models.Q(('state__in', ['cancelled', 'skipped'])), fields=['tenant', 'state', 'due_at'], name='run_skipped_cancelled'),
         ),
         migrations.AddConstraint(
             model_name='run',
