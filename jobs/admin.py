@@ -236,7 +236,7 @@ class TokenCreateForm(forms.ModelForm):
             self.add_error("queue_names", "A worker token leases from named queues: list at least one.")
         if data.get("kind") == ApiToken.Kind.TEAM and queues:
             self.add_error("queue_names", "Queues are for worker tokens; a team token acts on all of its tenant's jobs.")
-        bad = [q for q in queues if not re.match(QUEUE_RE, q)]
+        bad = [q for q in queues if not re.fullmatch(QUEUE_RE, q)]
         if bad:
             self.add_error("queue_names", f"Not a queue name: {', '.join(bad)} (use lowercase letters, digits, '.', '_' or '-').")
         data["queues"] = queues

@@ -30,13 +30,25 @@ def payload_size(payload):
 def check_payload(payload):
     """Return an error message for the payload, or None when it is acceptable."""
     try:
-        size = payload_size(payload)
-    except (TypeError, ValueError) as exc:
-        return f"must be JSON ({exc})"
+        size = payload_size(payload)  # also refuses lone surrogates (UnicodeEncodeError)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"must be JSON ({exc.__class__.__name__}: {str(exc)[:200]})"
+    if _has_nul(payload):
+        return "must not contain the NUL character (\\u0000): PostgreSQL cannot store it in JSON"
     limit = settings.DUETIME_MAX_PAYLOAD_BYTES
     if size > limit:
         return f"is {size} bytes of JSON; the limit is {limit} bytes (256 KB). Store large data elsewhere and pass a reference."
     return None
+
+
+def _has_nul(value):
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 def clean_definition(job):
@@ -53,12 +65,12 @@ def clean_definition(job):
 
 
 def _check_name(job):
-    if not re.match(NAME_RE, job.name or ""):
+    if not re.fullmatch(NAME_RE, job.name or ""):
         yield "name", (
             f"'{job.name}' is not a valid job name: use 1-200 lowercase letters, digits, '.', '_' or '-', "
             "starting with a letter or digit (for example billing.export-invoices)"
         )
-    if not re.match(QUEUE_RE, job.queue or ""):
+    if not re.fullmatch(QUEUE_RE, job.queue or ""):
         yield "queue", f"'{job.queue}' is not a valid queue name: use 1-64 lowercase letters, digits, '.', '_' or '-'"
 
 

@@ -35,6 +35,8 @@ def enqueue(
     due = run_at or now + dt.timedelta(seconds=delay_seconds or 0)
     if idempotency_key is not None and origin == Run.Origin.API:
         existing = Run.objects.filter(tenant_id=job.tenant_id, origin=Run.Origin.API, idempotency_key=idempotency_key).first()
+        if existing and existing.job_id != job.pk:
+            raise ValidationError({"idempotency_key": [f"'{idempotency_key}' was already used for another job's run"]})
         if existing:
             return existing, False
     key = idempotency_key or f"{job.name}@{origin}-{uuid.uuid4()}"

@@ -11,6 +11,7 @@ import dataclasses
 
 from django.utils import timezone
 
+from jobs import idempotency
 from runs import materialize, rollups, shards, transitions
 
 REAP_BATCH = 1000
@@ -34,7 +35,10 @@ class TickResult:
 
 # Further periodic steps, each `step(now) -> int` (what it did), run every tick
 # after materialising and reaping. Add a step here; keep each one bounded.
-STEPS = [rollups.tick]  # the portal's lateness rollups (runs/rollups.py)
+STEPS = [
+    rollups.tick,  # the portal's lateness rollups (runs/rollups.py)
+    idempotency.purge,  # API Idempotency-Key answers past their TTL (jobs/idempotency.py)
+]
 
 
 def tick(owner, now=None):

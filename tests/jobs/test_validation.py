@@ -107,3 +107,13 @@ def test_it_refuses_an_invalid_definition_saved_directly_from_code(acme):
         )
     assert "cron_expr" in caught.value.message_dict
     assert not JobDefinition.objects.exists()
+
+
+@pytest.mark.parametrize("payload", [{"text": "nul \x00 here"}, {"text": "half a pair \ud800"}])
+def test_it_refuses_a_payload_the_database_cannot_store(acme, payload):
+    errors = errors_of(definition(acme, payload=payload))
+    assert "payload" in errors
+
+
+def test_it_refuses_a_name_with_a_trailing_newline(acme):
+    assert "name" in errors_of(definition(acme, name="billing.export\n"))

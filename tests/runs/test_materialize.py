@@ -194,3 +194,9 @@ def test_it_cancels_future_runs_when_a_job_is_deleted(every_minute):
     assert set(Run.objects.filter(job=every_minute).values_list("state", flat=True)) == {"cancelled"}
     every_minute.refresh_from_db()
     assert every_minute.status == "cancelled" and every_minute.next_due_at is None
+
+
+def test_it_refuses_a_caller_key_already_used_by_another_job(acme, make_job):
+    enqueue.enqueue(make_job(acme, "first"), idempotency_key="order-17", now=T0)
+    with pytest.raises(ValidationError):
+        enqueue.enqueue(make_job(acme, "second"), idempotency_key="order-17", now=T0)

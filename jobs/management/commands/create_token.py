@@ -25,7 +25,7 @@ class Command(BaseCommand):
             raise CommandError("a worker token needs --queues, e.g. --queues default,billing")
         if kind == ApiToken.Kind.TEAM and queue_list:
             raise CommandError("--queues is for worker tokens; a team token acts on all of its tenant's jobs")
-        bad = [q for q in queue_list if not re.match(QUEUE_RE, q)]
+        bad = [q for q in queue_list if not re.fullmatch(QUEUE_RE, q)]
         if bad:
             raise CommandError(f"not a queue name: {', '.join(bad)} (use lowercase letters, digits, '.', '_' or '-')")
         token, secret = ApiToken.issue(owner, kind, name=name, queues=queue_list)
