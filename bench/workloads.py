@@ -25,7 +25,7 @@ def drain(options):
     try:
         time.sleep(READY_WAIT)
         insert_runs(job, db_now(), options["runs"])
-        report.wait_until_done(tenant, options["runs"], options["timeout"], fleet)
+        report.wait_until_done(tenant, options["timeout"], fleet)
     finally:
         fleet.stop()
     return {"workload": "drain", "tenant": tenant.name, **report.figures(tenant, options["runs"])}
@@ -39,8 +39,10 @@ def steady(options):
     fleet = Fleet(job.queue, options["workers"], options["concurrency"], options["batch"])
     try:
         time.sleep(READY_WAIT)
-        insert_runs(job, db_now() + dt.timedelta(seconds=2), count, spacing_seconds=1 / options["rate"])
-        report.wait_until_done(tenant, count, options["timeout"] + options["seconds"], fleet)
+        first = db_now() + dt.timedelta(seconds=2)
+        insert_runs(job, first, count, spacing_seconds=1 / options["rate"])
+        last_due = first + dt.timedelta(seconds=(count - 1) / options["rate"])
+        report.wait_until_done(tenant, options["timeout"] + options["seconds"], fleet, last_due=last_due)
     finally:
         fleet.stop()
     return {"workload": "steady", "tenant": tenant.name, "rate": options["rate"], **report.figures(tenant, count)}
@@ -54,7 +56,7 @@ def spike(options):
     try:
         instant = db_now() + dt.timedelta(seconds=10)
         insert_runs(job, instant, options["runs"])
-        report.wait_until_done(tenant, options["runs"], options["timeout"] + 10, fleet)
+        report.wait_until_done(tenant, options["timeout"] + 10, fleet, last_due=instant)
     finally:
         fleet.stop()
     figures = report.figures(tenant, options["runs"])
@@ -77,7 +79,7 @@ def backlog(options):
             time.sleep(READY_WAIT)
             since = db_now()
             insert_runs(job, since, runs, start_index=len(phases) * runs)
-            report.wait_until_done(tenant, runs * (len(phases) + 1), options["timeout"], fleet)
+            report.wait_until_done(tenant, options["timeout"], fleet)
         finally:
             fleet.stop()
         phases[phase] = report.figures(tenant, runs, since=since)
