@@ -25,6 +25,7 @@ class Command(BaseCommand):
         parser.add_argument("--seconds", type=float, default=10.0)
         parser.add_argument("--future", type=int, default=1_000_000)
         parser.add_argument("--timeout", type=float, default=300.0)
+        parser.add_argument("--repeat", type=int, default=3, help="backlog: drains per side, compared by median.")
 
     def handle(self, *args, workload, **options):
         workloads = _workloads()
