@@ -11,9 +11,9 @@ def actor_for_token(token):
     return f"token:{token.prefix}"
 
 
-def record(actor, action, obj, *, tenant=None, detail=None, note=""):
-    """Write one audit entry for `action` on `obj` (a model instance)."""
-    return AuditEntry.objects.create(
+def entry(actor, action, obj, *, tenant=None, detail=None, note=""):
+    """An unsaved audit entry for `action` on `obj` (a model instance)."""
+    return AuditEntry(
         tenant=tenant if tenant is not None else getattr(obj, "tenant", None),
         actor=actor,
         action=action,
@@ -25,21 +25,13 @@ def record(actor, action, obj, *, tenant=None, detail=None, note=""):
     )
 
 
+def record(actor, action, obj, *, tenant=None, detail=None, note=""):
+    """Write one audit entry for `action` on `obj`."""
+    audit_entry = entry(actor, action, obj, tenant=tenant, detail=detail, note=note)
+    audit_entry.save()
+    return audit_entry
+
+
 def record_many(actor, action, objs, *, detail=None, note=""):
     """One entry per object, in one INSERT (bulk portal actions)."""
-    return AuditEntry.objects.bulk_create(
-        [
-            AuditEntry(
-                tenant=getattr(obj, "tenant", None),
-                actor=actor,
-                action=action,
-                object_type=obj._meta.label_lower,
-                object_id=str(obj.pk),
-                object_repr=str(obj)[:200],
-                detail=detail or {},
-                note=note,
-            )
-            for obj in objs
-        ],
-        batch_size=1000,
-    )
+    return AuditEntry.objects.bulk_create([entry(actor, action, obj, detail=detail, note=note) for obj in objs], batch_size=1000)

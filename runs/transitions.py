@@ -139,20 +139,25 @@ def _finish_attempt(run, state, outcome, error, now):
         )
     updated = Run.objects.filter(pk=run.pk, fencing_token=run.fencing_token, state=S.LEASED).update(**values)
     assert updated == 1, "the IMMEDIATE transaction holds the write lock"
-    Attempt.objects.create(
+    _record_attempt(run, outcome, error, now)
+    if state == S.DEAD:
+        _dead_letter(run, error, now)
+    return state
+
+
+def _record_attempt(run, outcome, error, now):
+    """The attempt row of `run`'s current lease, ended now (the ORM paths; SQL writes its own)."""
+    return Attempt.objects.create(
         run=run,
         attempt=run.attempt,
         fencing_token=run.fencing_token,
         worker_id=run.worker_id,
         available_at=run.available_at,
         started_at=run.started_at,
-        ended_at=now,
+        ended_at=max(now, run.started_at),
         outcome=outcome,
         error=error,
     )
-    if state == S.DEAD:
-        _dead_letter(run, error, now)
-    return state
 
 
 def _dead_letter(run, error, now):
@@ -231,17 +236,7 @@ def _cancel_leased(run, reason, now):
         state=S.CANCELLED, lease_expires_at=None, finished_at=now, reason=reason
     )
     if moved:
-        Attempt.objects.create(
-            run=run,
-            attempt=run.attempt,
-            fencing_token=run.fencing_token,
-            worker_id=run.worker_id,
-            available_at=run.available_at,
-            started_at=run.started_at,
-            ended_at=max(now, run.started_at),
-            outcome=Attempt.Outcome.STALE,
-            error=reason,
-        )
+        _record_attempt(run, Attempt.Outcome.STALE, reason, now)
     return moved
 
 
