@@ -15,7 +15,7 @@ DEMO_JOBS = [
         retry_base_seconds=2, retry_max_seconds=10, max_attempts=5,
     ),
     dict(
-        name="demo.always-fails", cron_expr="*/3 * * * *", time_zone="America/New_York",
+        name="demo.always-fails", cron_expr="*/2 * * * *", time_zone="America/New_York",
         target_ref="examples.demo_handlers.always_fails", retry_base_seconds=1, retry_max_seconds=4, max_attempts=3,
     ),
 ]
