@@ -165,7 +165,9 @@ def claim(queues, n, worker_id, *, lease_seconds=None, tenant_id=None, now=None)
     lease_seconds = lease_seconds or settings.DUETIME_LEASE_SECONDS
     if not queues or n <= 0:
         return []
-    with transaction.atomic():
+    # No savepoint when nested (the worker completes and claims in one
+    # transaction): a failure aborts the whole tick, which is what it wants.
+    with transaction.atomic(savepoint=False):
         if connection.vendor == "postgresql":
             return _claim_postgres(list(queues), n, worker_id, lease_seconds, tenant_id, now)
         return _claim_sqlite(list(queues), n, worker_id, lease_seconds, tenant_id, now or timezone.now())

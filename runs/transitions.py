@@ -60,7 +60,7 @@ def next_fencing_tokens(n):
         if connection.vendor == "postgresql":
             cursor.execute(sql.query("next_fencing_tokens"), {"n": n})
             return [row[0] for row in cursor.fetchall()]
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):
             cursor.execute(sql.query("next_fencing_tokens"), {"n": n})
             last = cursor.fetchone()[0]
         return list(range(last - n + 1, last + 1))
@@ -106,13 +106,13 @@ def complete_many(completions, *, now=None):
             "retryable": [bool(c.retryable) and c.outcome != "succeeded" for c in completions],
             "now": now,
         }
-        with transaction.atomic(), sql.cursor() as cursor:
+        with transaction.atomic(savepoint=False), sql.cursor() as cursor:
             cursor.execute(sql.query("complete_runs"), params)
             return {row[0]: row[1] for row in cursor.fetchall()}
     return _complete_sqlite(completions, now or timezone.now())
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def _complete_sqlite(completions, now):
     moved = {}
     for c in completions:
