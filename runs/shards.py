@@ -51,7 +51,8 @@ def live_nodes(owner, now):
 
 def own_shards(owner, now):
     """Renew, take and release shard leases for `owner`; returns the shard numbers it owns now."""
-    share = math.ceil(SHARDS / live_nodes(owner, now))
+    # At least this node, even if its membership row vanished under it (a flush, an operator).
+    share = math.ceil(SHARDS / max(1, live_nodes(owner, now)))
     until = now + LEASE_TTL
     with transaction.atomic():
         mine = list(

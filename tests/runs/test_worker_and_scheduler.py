@@ -81,3 +81,16 @@ def test_two_scheduler_nodes_share_the_shards_and_take_over_a_dead_one(db):
     assert len(shards.own_shards("node-b", later)) == 64
     taken = [n for n in ShardLease.objects.filter(owner="node-b") if n.epoch > epochs_before[n.name]]
     assert len(taken) >= 32
+
+
+def test_a_scheduler_node_whose_membership_row_vanished_still_owns_shards(db):
+    shards.ensure_rows()
+    now = timezone.now()
+    shards.own_shards("node-a", now)
+    ShardLease.objects.filter(name__startswith="node:").delete()  # a flush or an operator, mid-tick
+    original = shards.live_nodes
+    shards.live_nodes = lambda owner, now: 0  # the count taken just after the row went
+    try:
+        assert len(shards.own_shards("node-a", now + dt.timedelta(seconds=1))) == 64
+    finally:
+        shards.live_nodes = original

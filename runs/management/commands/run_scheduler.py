@@ -3,6 +3,7 @@ import os
 import socket
 
 from django.core.management.base import BaseCommand
+from django.db import DatabaseError, close_old_connections
 
 from runs import scheduler, shards
 from runs.stopping import GracefulStop
@@ -25,7 +26,14 @@ class Command(BaseCommand):
         shards.ensure_rows()
         log.info("scheduler %s started", owner)
         while not stop.requested:
-            result = scheduler.tick(owner)
+            try:
+                result = scheduler.tick(owner)
+            except DatabaseError:
+                # The database went away or failed over: every step is idempotent, so try again.
+                log.exception("scheduler %s: tick failed; retrying in 1 s", owner)
+                close_old_connections()
+                stop.sleep(1)
+                continue
             if result.inserted or result.skipped or result.reaped:
                 log.info(
                     "tick: shards=%d jobs=%d inserted=%d skipped=%d reaped=%d",
