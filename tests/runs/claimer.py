@@ -15,6 +15,8 @@ django.setup()
 
 from runs import claims, transitions  # noqa: E402
 
+PAUSE = float(os.environ.get("CLAIMER_PAUSE", "0.002"))
+
 
 def main(queue, outfile):
     """Signal readiness, wait for the start line (so all really race), then drain."""
@@ -32,7 +34,7 @@ def main(queue, outfile):
         empty = 0
         claimed += [lease.run_id for lease in leases]
         transitions.complete_many([transitions.Completion(l.run_id, l.fencing_token, "succeeded") for l in leases])
-        time.sleep(0.002)  # the handlers' work: lets the others in (SQLite's busy wait is not fair)
+        time.sleep(PAUSE)  # the handlers' work: lets the others in (SQLite's busy wait is not fair)
     with open(outfile, "w") as out:
         json.dump(claimed, out)
 
