@@ -15,9 +15,8 @@ from django.utils.html import format_html
 
 from dlq.models import DeadLetter
 from jobs.audit import actor_for_user
-from jobs.models import JobDefinition
 from runs import bulk
-from runs.admin import CappedPaginator
+from runs.admin import CappedPaginator, JobFilter
 from runs.models import Run
 from scheduler_project import portal_scope
 from scheduler_project.admin import STATE_SYMBOLS, TenantFilter, TenantScopedAdmin, site, status_text
@@ -43,18 +42,6 @@ class StatusFilter(admin.SimpleListFilter):
         if self.value() == "discarded":
             return queryset.exclude(discarded_at=None)
         return queryset
-
-
-class JobFilter(admin.SimpleListFilter):
-    title = "job"
-    parameter_name = "job"
-
-    def lookups(self, request, model_admin):
-        jobs = portal_scope.scope(JobDefinition.objects.select_related("tenant"), request.user)
-        return [(str(j.pk), f"{j.tenant.name}/{j.name}") for j in jobs.order_by("tenant__name", "name")[:200]]
-
-    def queryset(self, request, queryset):
-        return queryset.filter(job_id=self.value()) if self.value() else queryset
 
 
 @admin.register(DeadLetter, site=site)

@@ -46,6 +46,6 @@ def save_definition(job, actor, *, now=None, note=""):
     job.shard = shard_for(job.tenant.name, job.name)
     if not created:
         job.version += 1
-    job.save()
+    job.save(validate=False)  # full_clean() ran above, before the schedule was computed
     audit.record(actor, "create" if created else "update", job, detail={"version": job.version}, note=note)
     return job, created

@@ -193,9 +193,13 @@ class JobDefinition(models.Model):
 
         clean_definition(self)
 
-    def save(self, *args, **kwargs):
-        """Validate before every save, so no code path can store an invalid definition."""
-        self.full_clean()
+    def save(self, *args, validate=True, **kwargs):
+        """Validate before every save, so no code path can store an invalid definition.
+
+        `validate=False` only for a caller that has just run full_clean() itself.
+        """
+        if validate:
+            self.full_clean()
         super().save(*args, **kwargs)
 
     @property

@@ -13,18 +13,16 @@ Every run-state move here is made by runs/transitions.py (cancel_waiting,
 replay_many, discard_many); this module adds the batching and the audit.
 """
 
-import datetime as dt
 import uuid
 
 from django.db import transaction
 from django.utils import timezone
 
 from jobs import audit
-from jobs.definitions import first_due
 from jobs.models import AuditEntry, JobDefinition
-from runs import transitions
-from runs.materialize import missed_summary, build_runs, skipped_rows, upcoming
-from runs.models import CLAIMABLE_STATES, Run
+from runs import control, transitions
+from runs.materialize import build_runs
+from runs.models import Run
 
 Status = JobDefinition.Status
 S = Run.State
@@ -49,13 +47,8 @@ def resume_many(queryset, *, actor, note="", now=None):
         jobs = _locked(queryset, status=Status.PAUSED)
         skipped = []
         for job in jobs:
-            if job.schedule_kind == JobDefinition.ScheduleKind.CRON:
-                if job.next_due_at and job.next_due_at < now:
-                    missed, _ = upcoming(job, job.next_due_at - dt.timedelta(microseconds=1), now)
-                    if missed:
-                        skipped += skipped_rows(job, [missed_summary(missed, "passed over while the job was paused")], now)
-                job.next_due_at = first_due(job, now)
-            job.status, job.updated_at = Status.ACTIVE, now
+            skipped += control.reactivate(job, now)
+            job.updated_at = now
         Run.objects.bulk_create(skipped, ignore_conflicts=True, batch_size=1000)
         JobDefinition.objects.bulk_update(jobs, ["status", "next_due_at", "updated_at"], batch_size=1000)
         audit.record_many(actor, "resume", jobs, note=note)
@@ -69,9 +62,7 @@ def delete_many(queryset, *, actor, note="", now=None):
         jobs = _locked(queryset.exclude(status=Status.CANCELLED))
         ids = [j.pk for j in jobs]
         JobDefinition.objects.filter(pk__in=ids).update(status=Status.CANCELLED, next_due_at=None)
-        cancelled = Run.objects.filter(job_id__in=ids, state__in=CLAIMABLE_STATES).update(
-            state=S.CANCELLED, finished_at=now, reason="job deleted"
-        )
+        cancelled = transitions.cancel_future_runs(ids, reason="job deleted", now=now)
         audit.record_many(actor, "delete", jobs, detail={"bulk": True}, note=note)
     return jobs, cancelled
 

@@ -38,25 +38,35 @@ def resume(job, *, actor, note="", now=None):
         job = JobDefinition.objects.select_for_update().get(pk=job.pk)
         if job.status != Status.PAUSED:
             return False
-        if job.schedule_kind == JobDefinition.ScheduleKind.CRON:
-            if job.next_due_at and job.next_due_at < now:
-                missed, _ = upcoming(job, job.next_due_at - dt.timedelta(microseconds=1), now)
-                if missed:
-                    summary = missed_summary(missed, "passed over while the job was paused")
-                    Run.objects.bulk_create(skipped_rows(job, [summary], now), ignore_conflicts=True)
-            job.next_due_at = first_due(job, now)
-        # An `at` job keeps its instant: if it passed while paused, the missed-run policy decides.
-        job.status = Status.ACTIVE
+        Run.objects.bulk_create(reactivate(job, now), ignore_conflicts=True)
         job.save(update_fields=["status", "next_due_at", "updated_at"])
         audit.record(actor, "resume", job, note=note)
     return True
+
+
+def reactivate(job, now):
+    """Set a paused `job` active again from its next occurrence after now (unsaved).
+
+    Returns the skipped row that explains what was passed over while paused
+    (none if nothing was). An `at` job keeps its instant: if it passed while
+    paused, the missed-run policy decides.
+    """
+    skipped = []
+    if job.schedule_kind == JobDefinition.ScheduleKind.CRON:
+        if job.next_due_at and job.next_due_at < now:
+            missed, _ = upcoming(job, job.next_due_at - dt.timedelta(microseconds=1), now)
+            if missed:
+                skipped = skipped_rows(job, [missed_summary(missed, "passed over while the job was paused")], now)
+        job.next_due_at = first_due(job, now)
+    job.status = Status.ACTIVE
+    return skipped
 
 
 def delete(job, *, actor, note="", now=None):
     """Cancel the job: no new runs; runs not yet started are cancelled; running ones finish."""
     with transaction.atomic():
         JobDefinition.objects.filter(pk=job.pk).update(status=Status.CANCELLED, next_due_at=None)
-        cancelled = transitions.cancel_future_runs(job, reason="job deleted", now=now)
+        cancelled = transitions.cancel_future_runs([job.pk], reason="job deleted", now=now)
         audit.record(actor, "delete", job, detail={"cancelled_runs": cancelled}, note=note)
     job.refresh_from_db()
     return cancelled

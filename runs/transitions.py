@@ -254,9 +254,9 @@ def cancel_run(run, *, reason, now=None):
         )
 
 
-def cancel_future_runs(job, *, reason, now=None):
-    """Cancel a job's runs that have not started (job deleted or cancelled)."""
-    return Run.objects.filter(job=job, state__in=CLAIMABLE_STATES).update(
+def cancel_future_runs(job_ids, *, reason, now=None):
+    """Cancel the runs of these jobs that have not started (jobs deleted); returns how many."""
+    return Run.objects.filter(job_id__in=job_ids, state__in=CLAIMABLE_STATES).update(
         state=S.CANCELLED, finished_at=now or timezone.now(), reason=reason
     )
 

@@ -129,7 +129,3 @@ STATE_SYMBOLS = {
     "discarded": "🗑",
 }
 
-
-# Models register on the portal site (see jobs/admin.py, runs/admin.py, dlq/admin.py);
-# the rollup models must be loaded before any migration check.
-from runs import rollups  # noqa: E402,F401
