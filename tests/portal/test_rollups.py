@@ -21,7 +21,8 @@ def test_it_reads_percentiles_back_within_the_bin_width():
 
 
 def test_it_folds_each_attempt_once_by_tenant_minute_and_job_hour(acme, globex, make_job, make_run, make_attempt):
-    now = timezone.now().replace(second=30)
+    # Mid-hour, so every attempt starts and ends in the same hour (one JobHour per job).
+    now = timezone.now().replace(minute=30, second=30) - dt.timedelta(hours=1)
     ours, theirs = make_job(acme, "a.job"), make_job(globex, "g.job")
     for i, (job, late) in enumerate(((ours, 2), (ours, 4), (theirs, 9))):
         run = make_run(job, state="succeeded", due_at=now - dt.timedelta(minutes=10, seconds=i))
