@@ -29,7 +29,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from jobs.models import IdempotencyRecord
-from scheduler_project.problems import Problem
+from scheduler_project.api.problems import Problem
 
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255

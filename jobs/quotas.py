@@ -24,7 +24,7 @@ from django.apps import apps
 from django.utils import timezone
 
 from jobs.models import AuditEntry, JobDefinition
-from scheduler_project.problems import Problem
+from scheduler_project.api.problems import Problem
 
 RATE_WINDOW = dt.timedelta(seconds=60)
 ENQUEUE_ACTIONS = ("api", "trigger")

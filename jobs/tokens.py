@@ -16,7 +16,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
 from jobs.models import ApiToken
-from scheduler_project.problems import Problem
+from scheduler_project.api.problems import Problem
 
 # last_used_at is a hint for operators ("is this token still used?"), so it is
 # written at most once a minute per token, not on every request.

@@ -1,6 +1,6 @@
 """Set-based operator controls for the portal's bulk actions (10,000 rows in a few seconds).
 
-The one-at-a-time functions (runs.control.pause/resume/delete,
+The one-at-a-time functions (runs.controls.pause/resume/delete,
 runs.enqueue.trigger, runs.transitions.cancel_run/replay/discard) cost four
 or five ORM round trips per object, about 2 ms each on PostgreSQL: 10,000
 selected rows would take half a minute. These do the same compare-and-sets on
@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from jobs import audit
 from jobs.models import AuditEntry, JobDefinition
-from runs import control, transitions
+from runs import controls, transitions
 from runs.materialize import build_runs
 from runs.models import Run
 
@@ -32,7 +32,7 @@ _locked = transitions.locked
 
 
 def pause_many(queryset, *, actor, note=""):
-    """runs.control.pause for every active job of `queryset`. Returns the jobs paused."""
+    """runs.controls.pause for every active job of `queryset`. Returns the jobs paused."""
     with transaction.atomic():
         jobs = _locked(queryset, status=Status.ACTIVE)
         JobDefinition.objects.filter(pk__in=[j.pk for j in jobs], status=Status.ACTIVE).update(status=Status.PAUSED)
@@ -41,13 +41,13 @@ def pause_many(queryset, *, actor, note=""):
 
 
 def resume_many(queryset, *, actor, note="", now=None):
-    """runs.control.resume for every paused job: passed-over occurrences become one skipped row each."""
+    """runs.controls.resume for every paused job: passed-over occurrences become one skipped row each."""
     now = now or timezone.now()
     with transaction.atomic():
         jobs = _locked(queryset, status=Status.PAUSED)
         skipped = []
         for job in jobs:
-            skipped += control.reactivate(job, now)
+            skipped += controls.reactivate(job, now)
             job.updated_at = now
         Run.objects.bulk_create(skipped, ignore_conflicts=True, batch_size=1000)
         JobDefinition.objects.bulk_update(jobs, ["status", "next_due_at", "updated_at"], batch_size=1000)
@@ -56,7 +56,7 @@ def resume_many(queryset, *, actor, note="", now=None):
 
 
 def delete_many(queryset, *, actor, note="", now=None):
-    """runs.control.delete for every job not yet cancelled. Returns (jobs, runs cancelled)."""
+    """runs.controls.delete for every job not yet cancelled. Returns (jobs, runs cancelled)."""
     now = now or timezone.now()
     with transaction.atomic():
         jobs = _locked(queryset.exclude(status=Status.CANCELLED))

@@ -117,7 +117,7 @@ class Run(models.Model):
             models.Index(fields=["tenant", "job"], name="run_leased_by_owner", condition=Q(state="leased")),
             # Job history (API GET /v1/jobs/{name}/runs, portal job page): newest first.
             models.Index(fields=["job", "-id"], name="run_history_by_job"),
-            # Dashboards (runs.stats.state_counts): a tenant's cancelled and
+            # Dashboards (runs.admin.stats.state_counts): a tenant's cancelled and
             # skipped runs by due time. Partial: the states every run passes
             # through (leased, succeeded) would cost a write here on each move.
             models.Index(

@@ -3,7 +3,7 @@
 Run it with daphne (`daphne scheduler_project.asgi:application`, or
 `manage.py run_all`). WebSockets go through the session login (the portal's
 cookie) and an Origin check against ALLOWED_HOSTS; the one route, /ws/live/,
-is runs.live.LiveConsumer.
+is runs.admin.live.LiveConsumer.
 """
 
 import os
@@ -18,7 +18,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from runs.live import websocket_urlpatterns  # noqa: E402
+from runs.admin.live import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

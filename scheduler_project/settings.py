@@ -143,7 +143,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": [],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
-    "EXCEPTION_HANDLER": "scheduler_project.problems.exception_handler",
+    "EXCEPTION_HANDLER": "scheduler_project.api.problems.exception_handler",
 }
 
 SPECTACULAR_SETTINGS = {

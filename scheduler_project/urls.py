@@ -3,10 +3,10 @@
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from scheduler_project.admin import site as portal
+from scheduler_project.admin.site import site as portal
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", portal.urls),
-    path("v1/", include("scheduler_project.api_urls")),
+    path("v1/", include("scheduler_project.api.urls")),
 ]

@@ -14,6 +14,9 @@ from django.utils import timezone
 from jobs.models import JobDefinition, Tenant, shard_for
 from runs.models import Run
 
+# Fixtures of the API (a live server, bearer tokens) and the portal (logged-in actors).
+pytest_plugins = ["tests.fixtures.api", "tests.fixtures.portal"]
+
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
 _tokens = itertools.count(10_000_000)

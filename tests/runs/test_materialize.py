@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from jobs import cron
 from jobs.definitions import save_definition
 from jobs.models import JobDefinition
-from runs import control, enqueue, materialize
+from runs import controls, enqueue, materialize
 from runs.models import Run
 
 UTC = dt.timezone.utc
@@ -150,9 +150,9 @@ def test_it_runs_an_at_job_once(acme):
 
 
 def test_it_explains_occurrences_passed_over_while_paused(every_minute):
-    control.pause(every_minute, actor="user:alice")
+    controls.pause(every_minute, actor="user:alice")
     assert materialize.materialize(T0 + minutes(30), lookahead=60).jobs == 0
-    control.resume(every_minute, actor="user:alice", now=T0 + minutes(30) + dt.timedelta(seconds=5))
+    controls.resume(every_minute, actor="user:alice", now=T0 + minutes(30) + dt.timedelta(seconds=5))
     (summary,) = skipped(every_minute)
     assert "paused" in summary.reason and "31 occurrences" in summary.reason
     every_minute.refresh_from_db()
@@ -176,7 +176,7 @@ def test_it_refuses_an_ambiguous_or_naive_run_time(acme, make_job):
 
 
 def test_it_backfills_a_past_window_capped_and_audited(every_minute):
-    runs = control.backfill(every_minute, T0, T0 + minutes(10), actor="user:alice", max_runs=4, now=T0 + minutes(60))
+    runs = controls.backfill(every_minute, T0, T0 + minutes(10), actor="user:alice", max_runs=4, now=T0 + minutes(60))
     assert [r.due_at for r in runs] == [T0 + minutes(i) for i in range(4)]
     assert all(r.origin == "backfill" and r.available_at == T0 + minutes(60) for r in runs)
     entry = every_minute.tenant.audit.get(action="backfill")
@@ -185,12 +185,12 @@ def test_it_backfills_a_past_window_capped_and_audited(every_minute):
 
 def test_it_refuses_to_backfill_the_future(every_minute):
     with pytest.raises(ValidationError):
-        control.backfill(every_minute, T0, dt.datetime(2100, 1, 1, tzinfo=UTC), actor="user:alice")
+        controls.backfill(every_minute, T0, dt.datetime(2100, 1, 1, tzinfo=UTC), actor="user:alice")
 
 
 def test_it_cancels_future_runs_when_a_job_is_deleted(every_minute):
     materialize.materialize(T0, lookahead=120)
-    assert control.delete(every_minute, actor="user:alice") == 3
+    assert controls.delete(every_minute, actor="user:alice") == 3
     assert set(Run.objects.filter(job=every_minute).values_list("state", flat=True)) == {"cancelled"}
     every_minute.refresh_from_db()
     assert every_minute.status == "cancelled" and every_minute.next_due_at is None

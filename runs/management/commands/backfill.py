@@ -1,6 +1,6 @@
 """`manage.py backfill JOB --tenant T --start ... --end ... [--max-runs N]`: run a window of a cron job's past occurrences again.
 
-The same service as the portal's backfill action (runs.control.backfill):
+The same service as the portal's backfill action (runs.controls.backfill):
 the same plan, cap, audit record and origin `backfill`. Shows a progress bar
 while the runs are created.
 """
@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from jobs.models import JobDefinition
-from runs import control
+from runs import controls
 
 BAR_WIDTH = 30
 
@@ -36,7 +36,7 @@ class Command(BaseCommand):
         parser.add_argument("--tenant", required=True, help="The tenant the job belongs to.")
         parser.add_argument("--start", required=True, help="Window start, ISO 8601 (UTC unless an offset is given).")
         parser.add_argument("--end", required=True, help="Window end (exclusive), in the past.")
-        parser.add_argument("--max-runs", type=int, default=100, help=f"Cap on runs created (1 to {control.BACKFILL_LIMIT}).")
+        parser.add_argument("--max-runs", type=int, default=100, help=f"Cap on runs created (1 to {controls.BACKFILL_LIMIT}).")
         parser.add_argument("--note", default="", help="Why: saved in the audit record.")
         parser.add_argument("--dry-run", action="store_true", help="Only say how many runs it would create.")
 
@@ -46,12 +46,12 @@ class Command(BaseCommand):
             raise CommandError(f"no job '{job}' in tenant '{tenant}'")
         start, end = instant(start), instant(end)
         try:
-            times, truncated = control.backfill_plan(definition, start, end, max_runs)
+            times, truncated = controls.backfill_plan(definition, start, end, max_runs)
             if dry_run:
                 more = f" (capped at {max_runs}; the window holds more)" if truncated else ""
                 self.stdout.write(f"Would create {len(times)} run(s) of {tenant}/{job}{more}.")
                 return
-            runs = control.backfill(
+            runs = controls.backfill(
                 definition, start, end, actor=f"cli:{getpass.getuser()}", max_runs=max_runs, note=note, progress=self.progress
             )
         except ValidationError as exc:

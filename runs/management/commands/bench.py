@@ -7,9 +7,9 @@ from django.db import connection
 def _workloads():
     from bench import explain
     from bench.workloads import WORKLOADS
-    from runs import bench_portal
+    from bench import portal
 
-    return {**WORKLOADS, "explain": explain.run, "portal": bench_portal.run}
+    return {**WORKLOADS, "explain": explain.run, "portal": portal.run}
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ import time
 
 from django.core.management.base import BaseCommand
 
-from runs.stopping import GracefulStop
+from runs.loop import GracefulStop
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError, close_old_connections
 
 from runs import scheduler, shards
-from runs.stopping import GracefulStop
+from runs.loop import GracefulStop
 
 log = logging.getLogger("duetime.scheduler")
 

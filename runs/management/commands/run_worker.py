@@ -4,7 +4,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, close_old_connections
 
-from runs.stopping import GracefulStop
+from runs.loop import GracefulStop
 from runs.worker import Worker
 
 log = logging.getLogger("duetime.worker")

@@ -1,0 +1,103 @@
+"""The dead-letter queue over HTTP (team tokens): list, replay, discard.
+
+Replay sends the run back to `scheduled` with the same idempotency key and a
+fresh attempt budget (runs.transitions.replay); discard closes the letter.
+Both are audited, and both answer 409 `invalid-state` for a closed letter.
+"""
+
+import re
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+
+from dlq.models import DeadLetter
+from dlq.api.serializers import DeadLetterSerializer, ResolveSerializer
+from jobs import audit
+from jobs.api.views import validated
+from jobs.models import NAME_RE
+from jobs.tokens import get_scoped, scoped
+from runs import transitions
+from scheduler_project.api.endpoints import PAGE_PARAMETERS, CursorPage, TeamEndpoint, page_of
+from scheduler_project.api.problems import Problem, invalid, problem_responses
+
+LETTER_ID = OpenApiParameter("letter_id", int, OpenApiParameter.PATH, description="The dead letter's id.")
+STATUS_FILTERS = {
+    "open": {"replayed_at__isnull": True, "discarded_at__isnull": True},
+    "replayed": {"replayed_at__isnull": False},
+    "discarded": {"discarded_at__isnull": False},
+    "all": {},
+}
+
+
+def letter_or_404(request, letter_id):
+    return get_scoped(request, DeadLetter.objects.select_related("job", "tenant"), "dead letter", pk=int(letter_id))
+
+
+class DeadLetterListView(TeamEndpoint):
+    @extend_schema(
+        operation_id="dlq_list",
+        summary="The tenant's dead letters, newest first",
+        parameters=[
+            OpenApiParameter("status", str, enum=list(STATUS_FILTERS), description="Default: open."),
+            OpenApiParameter("job", {"type": "string", "pattern": NAME_RE}, description="Only this job's dead letters."),
+            *PAGE_PARAMETERS,
+        ],
+        responses={200: page_of(DeadLetterSerializer, "DeadLetterPage"), **problem_responses(400, 404)},
+    )
+    def get(self, request):
+        wanted = request.query_params.get("status", "open")
+        if wanted not in STATUS_FILTERS:
+            raise invalid([{"field": "status", "pointer": "#", "detail": "must be open, replayed, discarded or all"}])
+        letters = scoped(request, DeadLetter.objects.select_related("job", "tenant")).filter(**STATUS_FILTERS[wanted])
+        if "job" in request.query_params:
+            name = request.query_params["job"]
+            if not re.fullmatch(NAME_RE, name):
+                raise invalid([{"field": "job", "pointer": "#", "detail": "is not a job name"}])
+            letters = letters.filter(job__name=name)
+        page = CursorPage()
+        rows = page.paginate_queryset(letters, request, view=self)
+        return page.get_paginated_response(DeadLetterSerializer(rows, many=True).data)
+
+
+class _Resolve(TeamEndpoint):
+    move_name = None  # "replay" or "discard"
+
+    def post(self, request, letter_id):
+        letter = letter_or_404(request, letter_id)
+        values = validated(ResolveSerializer, request.data)
+        move = transitions.replay if self.move_name == "replay" else transitions.discard
+        if not move(letter, actor=self.actor):
+            letter.refresh_from_db()
+            status = DeadLetterSerializer(letter).data["status"]
+            raise Problem("invalid-state", f"Dead letter {letter.pk} is already {status}.")
+        audit.record(self.actor, self.move_name, letter, detail={"run": letter.run_id}, note=values["note"])
+        letter.refresh_from_db()
+        return Response(DeadLetterSerializer(letter).data)
+
+
+class DeadLetterReplayView(_Resolve):
+    move_name = "replay"
+
+    @extend_schema(
+        operation_id="dlq_replay",
+        summary="Run a dead run again (same idempotency key, fresh attempts)",
+        parameters=[LETTER_ID],
+        request=ResolveSerializer,
+        responses={200: DeadLetterSerializer, **problem_responses(400, 404, 409, 415)},
+    )
+    def post(self, request, letter_id):
+        return super().post(request, letter_id)
+
+
+class DeadLetterDiscardView(_Resolve):
+    move_name = "discard"
+
+    @extend_schema(
+        operation_id="dlq_discard",
+        summary="Close a dead letter without running it again",
+        parameters=[LETTER_ID],
+        request=ResolveSerializer,
+        responses={200: DeadLetterSerializer, **problem_responses(400, 404, 409, 415)},
+    )
+    def post(self, request, letter_id):
+        return super().post(request, letter_id)

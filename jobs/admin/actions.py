@@ -1,0 +1,251 @@
+"""The job definition actions of the portal: pause, resume, trigger now, cancel, backfill.
+
+Each shows a preview (how many runs it creates, pauses or cancels, and what
+the overlap policy does with them) and asks for an audit note before it acts
+through runs.bulk, the set-based form of runs.controls and runs.enqueue (the
+same compare-and-sets and audit records), so 10,000 jobs take seconds.
+"""
+
+import datetime as dt
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.db.models import Count
+from django.template.response import TemplateResponse
+from django.utils import timezone
+
+from jobs.audit import actor_for_user
+from jobs.models import JobDefinition
+from runs import bulk, controls
+from runs.models import CLAIMABLE_STATES, Run
+from scheduler_project.admin.confirm import NoteForm, confirm_action
+
+Status = JobDefinition.Status
+BACKFILL_CHUNK = 500
+COUNT_CAP = 100_000
+
+
+def _capped_count(queryset):
+    """Count up to COUNT_CAP rows, so a preview never scans millions of runs."""
+    return queryset[: COUNT_CAP + 1].count()
+
+
+def _shown(n):
+    return f"{COUNT_CAP:,}+" if n > COUNT_CAP else f"{n:,}"
+
+
+def _leased_by_job(jobs):
+    return dict(
+        Run.objects.filter(job__in=jobs, state=Run.State.LEASED).values_list("job").annotate(n=Count("id")).values_list("job", "n")
+    )
+
+
+@admin.action(description="Pause selected jobs")
+def pause_jobs(modeladmin, request, queryset):
+    def preview(qs, data):
+        active = qs.filter(status=Status.ACTIVE)
+        waiting = _capped_count(Run.objects.filter(job__in=active, state__in=CLAIMABLE_STATES))
+        n = active.count()
+        return {
+            "lines": [
+                f"{n} active job(s) will be paused; {qs.count() - n} already paused or cancelled stay as they are.",
+                f"No new runs are created for them; {_shown(waiting)} run(s) already scheduled wait, unclaimed, until resumed.",
+                "Runs already leased keep running to the end.",
+            ],
+            "rows": [(job, "pause" if job.status == Status.ACTIVE else f"unchanged ({job.status})") for job in qs[:60]],
+            "blocked": n == 0,
+        }
+
+    def perform(qs, data):
+        jobs = bulk.pause_many(qs, actor=actor_for_user(request.user), note=data["note"])
+        return f"Paused {len(jobs)} job(s)."
+
+    return confirm_action(modeladmin, request, queryset, action="pause_jobs", title="Pause jobs", preview=preview, perform=perform, submit="Pause")
+
+
+def _passed_over(job, now, cap=1000):
+    from jobs import cron
+
+    if job.schedule_kind != JobDefinition.ScheduleKind.CRON or not job.next_due_at or job.next_due_at >= now:
+        return 0
+    times = cron.occurrences(job.cron_expr, job.time_zone, job.next_due_at - dt.timedelta(microseconds=1), cap)
+    return sum(1 for t in times if t < now)
+
+
+@admin.action(description="Resume selected jobs")
+def resume_jobs(modeladmin, request, queryset):
+    now = timezone.now()
+
+    def preview(qs, data):
+        paused = list(qs.filter(status=Status.PAUSED).select_related("tenant")[:1000])
+        rows = []
+        for job in paused[:60]:
+            missed = _passed_over(job, now)
+            rows.append((job, f"resume; {missed}{'+' if missed >= 1000 else ''} occurrence(s) passed over while paused are recorded as skipped" if missed else "resume from its next occurrence"))
+        total = qs.filter(status=Status.PAUSED).count()
+        return {
+            "lines": [
+                f"{total} paused job(s) will resume from their next occurrence after now; the others stay as they are.",
+                "Occurrences that fell due while paused are not run: each job records them as one skipped run saying so.",
+                "Runs scheduled before the pause become claimable again at once.",
+            ],
+            "rows": rows,
+            "blocked": total == 0,
+        }
+
+    def perform(qs, data):
+        jobs = bulk.resume_many(qs, actor=actor_for_user(request.user), note=data["note"])
+        return f"Resumed {len(jobs)} job(s)."
+
+    return confirm_action(modeladmin, request, queryset, action="resume_jobs", title="Resume jobs", preview=preview, perform=perform, submit="Resume")
+
+
+def _overlap_effect(job, leased):
+    """What happens to an out-of-schedule run (trigger, backfill) of `job` given `leased` running runs."""
+    parts = ["runs now"]
+    if job.status != Status.ACTIVE:
+        parts = [f"waits: the job is {job.status}, runs are claimed only while it is active"]
+    if job.concurrency:
+        parts.append(f"at most {job.concurrency} at a time (concurrency limit; {leased} running)")
+    elif leased:
+        parts.append(f"alongside the {leased} run(s) already running")
+    parts.append(f"overlap policy '{job.overlap_policy}' applies to scheduled occurrences only, not to this run")
+    return "; ".join(parts)
+
+
+@admin.action(description="Trigger selected jobs now")
+def trigger_jobs(modeladmin, request, queryset):
+    def preview(qs, data):
+        jobs = list(qs.exclude(status=Status.CANCELLED)[:10_000])
+        leased = _leased_by_job(jobs[:1000])
+        inactive = sum(1 for j in jobs if j.status != Status.ACTIVE)
+        return {
+            "lines": [
+                f"{len(jobs)} run(s) will be created, one per job, due now (origin: trigger).",
+                f"{inactive} of them belong to paused jobs and wait until those are resumed." if inactive else "All their jobs are active: workers pick the runs up at once.",
+                "A triggered run is outside the schedule: the overlap policy does not skip or replace it; the job's concurrency limit still applies.",
+            ],
+            "rows": [(job, _overlap_effect(job, leased.get(job.pk, 0))) for job in jobs[:60]],
+            "blocked": not jobs,
+        }
+
+    def perform(qs, data):
+        runs = bulk.trigger_many(qs, actor=actor_for_user(request.user), note=data["note"])
+        return f"Triggered {len(runs)} run(s)."
+
+    return confirm_action(modeladmin, request, queryset, action="trigger_jobs", title="Trigger jobs now", preview=preview, perform=perform, submit="Trigger now")
+
+
+@admin.action(description="Cancel selected jobs (no more runs)")
+def cancel_jobs(modeladmin, request, queryset):
+    def preview(qs, data):
+        live = qs.exclude(status=Status.CANCELLED)
+        pending = _capped_count(Run.objects.filter(job__in=live, state__in=CLAIMABLE_STATES))
+        running = _capped_count(Run.objects.filter(job__in=live, state=Run.State.LEASED))
+        n = live.count()
+        return {
+            "lines": [
+                f"{n} job(s) will be cancelled: no new runs, ever. This cannot be undone from the portal.",
+                f"{_shown(pending)} run(s) not yet started will be cancelled (reason: job deleted).",
+                f"{_shown(running)} running run(s) finish normally.",
+            ],
+            "rows": [(job, "cancel" if job.status != Status.CANCELLED else "already cancelled") for job in qs[:60]],
+            "blocked": n == 0,
+        }
+
+    def perform(qs, data):
+        jobs, cancelled = bulk.delete_many(qs, actor=actor_for_user(request.user), note=data["note"])
+        return f"Cancelled {len(jobs)} job(s) and {cancelled} run(s) not yet started."
+
+    return confirm_action(modeladmin, request, queryset, action="cancel_jobs", title="Cancel jobs", preview=preview, perform=perform, submit="Cancel these jobs")
+
+
+class BackfillForm(NoteForm):
+    start = forms.DateTimeField(label="Window start (UTC)", help_text="Occurrences at or after this instant, e.g. 2026-05-01 00:00.")
+    end = forms.DateTimeField(label="Window end (UTC)", help_text="Occurrences before this instant; it must be in the past.")
+    max_runs = forms.IntegerField(
+        label="Most runs per job", initial=100, min_value=1, max_value=controls.BACKFILL_LIMIT,
+        help_text=f"A cap per job (1 to {controls.BACKFILL_LIMIT:,}); occurrences beyond it are left out.",
+    )
+    field_order = ["start", "end", "max_runs", "note"]
+
+    def clean(self):
+        data = super().clean()
+        if data.get("start") and data.get("end") and data["start"] >= data["end"]:
+            raise ValidationError("The window's end must be after its start.")
+        if data.get("end") and data["end"] > timezone.now():
+            self.add_error("end", "A backfill covers the past; occurrences from now on run on schedule.")
+        return data
+
+
+def backfill_plan(qs, data):
+    """[(job, occurrences, truncated, problem)] for the selected jobs and the window."""
+    plans = []
+    for job in qs.select_related("tenant")[:1000]:
+        try:
+            times, truncated = controls.backfill_plan(job, data["start"], data["end"], data["max_runs"])
+            plans.append((job, len(times), truncated, ""))
+        except ValidationError as exc:
+            plans.append((job, 0, False, "; ".join(exc.messages)))
+    return plans
+
+
+@admin.action(description="Backfill a window of selected cron jobs")
+def backfill_jobs(modeladmin, request, queryset):
+    def preview(qs, data):
+        plans = backfill_plan(qs, data)
+        leased = _leased_by_job([p[0] for p in plans if p[1]][:1000])
+        total = sum(p[1] for p in plans)
+        rows = [
+            (job, f"left out: {problem}" if problem else f"{n} run(s){' (capped: more occurrences in the window)' if cut else ''}; {_overlap_effect(job, leased.get(job.pk, 0))}")
+            for job, n, cut, problem in plans
+        ]
+        return {
+            "lines": [
+                f"{total} run(s) will be created for {sum(1 for p in plans if p[1])} job(s), one per occurrence in the window (origin: backfill), all due now.",
+                "Backfilled runs are outside the schedule: the overlap policy does not skip them, so without a concurrency limit they run side by side.",
+                "Progress is shown until every run is created.",
+            ],
+            "rows": rows,
+            "blocked": total == 0,
+        }
+
+    def perform(qs, data):
+        plans = [(job, n) for job, n, _cut, problem in backfill_plan(qs, data) if n and not problem]
+        context = {
+            **modeladmin.admin_site.each_context(request),
+            "title": "Backfill in progress",
+            "opts": JobDefinition._meta,
+            "plan": [
+                {"job": job.pk, "name": str(job), "total": n, "start": data["start"].isoformat(), "end": data["end"].isoformat()}
+                for job, n in plans
+            ],
+            "note": data["note"],
+        }
+        return TemplateResponse(request, "portal/backfill_progress.html", context)
+
+    return confirm_action(
+        modeladmin, request, queryset, action="backfill_jobs", title="Backfill jobs", preview=preview, perform=perform,
+        form_class=BackfillForm, submit="Start backfill",
+    )
+
+
+def backfill_step(job, cursor, end, remaining, *, actor, note):
+    """Create the next chunk of a backfill from `cursor`; returns (created, next cursor, done).
+
+    The portal's progress page calls this until done, so progress is real and
+    a chunk is never bigger than BACKFILL_CHUNK runs (one audit entry each).
+    """
+    chunk = min(BACKFILL_CHUNK, remaining)
+    if chunk <= 0 or cursor >= end:
+        return 0, cursor, True
+    runs = controls.backfill(job, cursor, end, actor=actor, max_runs=chunk, note=note)
+    if not runs:
+        return 0, cursor, True
+    following = runs[-1].due_at + dt.timedelta(microseconds=1)
+    done = len(runs) < chunk or remaining - len(runs) <= 0 or following >= end
+    return len(runs), following, done
+
+
+JOB_ACTIONS = [pause_jobs, resume_jobs, trigger_jobs, cancel_jobs, backfill_jobs]

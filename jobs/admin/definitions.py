@@ -1,0 +1,321 @@
+"""The portal's admin for tenants, API tokens, job definitions and the audit log.
+
+All of it is tenant-scoped (scheduler_project.admin.site.TenantScopedAdmin). Job
+definitions are saved through jobs.definitions.save_definition, the one
+validation path, so an invalid cron or zone is a form error saying how to fix
+it; their actions live in jobs/admin_actions.py.
+"""
+
+import datetime as dt
+import re
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import OuterRef, Subquery
+from django.http import Http404, JsonResponse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.html import format_html
+
+from jobs import audit, cron
+from jobs.admin.actions import JOB_ACTIONS, backfill_step
+from jobs.audit import actor_for_user
+from jobs.models import QUEUE_RE, ApiToken, AuditEntry, JobDefinition, Tenant
+from runs.admin import stats
+from runs.models import Run
+from scheduler_project.admin import scoping
+from scheduler_project.admin.site import STATE_SYMBOLS, TenantFilter, TenantScopedAdmin, site, status_text
+from scheduler_project.admin.confirm import confirm_action
+
+FINISHED_STATES = ("succeeded", "dead", "cancelled", "skipped")
+
+
+@admin.register(Tenant, site=site)
+class TenantAdmin(TenantScopedAdmin):
+    list_display = ["name", "max_definitions", "max_pending_runs", "max_concurrent_runs", "enqueue_rate_per_minute", "created_at"]
+    search_fields = ["name"]
+    filter_horizontal = ["members"]
+
+    def has_add_permission(self, request):
+        return scoping.sees_all(request.user)
+
+    def has_change_permission(self, request, obj=None):
+        return scoping.sees_all(request.user)
+
+
+class ScopedValuesFilter(admin.SimpleListFilter):
+    """Distinct values of one field among the user's tenants' job definitions."""
+
+    field = ""
+
+    def lookups(self, request, model_admin):
+        jobs = scoping.scope(JobDefinition.objects.all(), request.user)
+        values = jobs.order_by(self.field).values_list(self.field, flat=True).distinct()[:100]
+        return [(v, v) for v in values]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(**{self.field: self.value()}) if self.value() else queryset
+
+
+class QueueFilter(ScopedValuesFilter):
+    title = parameter_name = field = "queue"
+
+
+def schedule_words(job):
+    """The schedule in plain words, e.g. "at 02:00 every day, Europe/Berlin"."""
+    if job.schedule_kind == JobDefinition.ScheduleKind.CRON:
+        try:
+            return cron.describe(job.cron_expr, job.time_zone)
+        except (cron.CronError, cron.ZoneError) as exc:
+            return f"invalid schedule: {exc}"
+    if job.schedule_kind == JobDefinition.ScheduleKind.AT and job.run_at:
+        local = job.run_at.astimezone(cron.get_zone(job.time_zone))
+        return f"once at {local:%Y-%m-%d %H:%M %Z}, {job.time_zone}"
+    return "on demand only"
+
+
+def zoned(instant, zone_name):
+    """An instant in a job's zone and in UTC: "2026-06-01 11:00 CEST (09:00 UTC)"."""
+    if instant is None:
+        return "—"
+    local = instant.astimezone(cron.get_zone(zone_name))
+    utc = instant.astimezone(dt.UTC)
+    same_day = local.date() == utc.date()
+    return f"{local:%Y-%m-%d %H:%M %Z} ({utc:%H:%M} UTC)" if same_day else f"{local:%Y-%m-%d %H:%M %Z} ({utc:%Y-%m-%d %H:%M} UTC)"
+
+
+class JobDefinitionForm(forms.ModelForm):
+    class Meta:
+        model = JobDefinition
+        fields = "__all__"
+        help_texts = {
+            "cron_expr": "Five fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * *' (02:00 daily) or '@hourly'.",
+            "time_zone": "An IANA zone such as Europe/Berlin or America/New_York; the schedule is read in this zone.",
+            "jitter_seconds": "Spread starts: each job gets a fixed offset in [0, jitter) seconds. See the heatmap.",
+        }
+
+
+@admin.register(JobDefinition, site=site)
+class JobDefinitionAdmin(TenantScopedAdmin):
+    form = JobDefinitionForm
+    list_display = ["name", "tenant", "status_label", "schedule", "next_due", "last_outcome", "p99_lateness_24h"]
+    list_display_links = ["name"]
+    list_filter = [TenantFilter, "status", QueueFilter, "priority", "schedule_kind"]
+    search_fields = ["name", "target_ref"]
+    list_select_related = ["tenant"]
+    list_per_page = 50
+    actions = JOB_ACTIONS
+    readonly_fields = ["schedule_preview", "next_due_at", "shard", "version", "created_at", "updated_at"]
+    fieldsets = [
+        (None, {"fields": ["tenant", "name", "status"]}),
+        ("Schedule", {"fields": ["schedule_kind", "cron_expr", "run_at", "time_zone", "schedule_preview", "jitter_seconds", "missed_run_policy", "starting_deadline_seconds", "overlap_policy"]}),
+        ("Execution", {"fields": ["target_kind", "target_ref", "payload", "queue", "priority", "timeout_seconds", "concurrency"]}),
+        ("Retries", {"fields": ["max_attempts", "retry_base_seconds", "retry_max_seconds"]}),
+        ("Bookkeeping", {"classes": ["collapse"], "fields": ["next_due_at", "shard", "version", "created_at", "updated_at"]}),
+    ]
+
+    class Media:
+        js = ["portal/schedule_preview.js"]
+        css = {"all": ["portal/portal.css"]}
+
+    def has_add_permission(self, request):
+        return scoping.is_operator(request.user)
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        return fields + ["tenant", "name"] if obj is not None else fields
+
+    def get_queryset(self, request):
+        queryset = super().get_queryset(request)
+        match = request.resolver_match
+        if request.method == "GET" and match and match.url_name == "jobs_jobdefinition_changelist":
+            # Newest finished run per job: a backward walk of run_history_by_job.
+            last = Run.objects.filter(job=OuterRef("pk"), state__in=FINISHED_STATES).order_by("-id")
+            queryset = queryset.annotate(
+                last_state=Subquery(last.values("state")[:1]), last_error=Subquery(last.values("last_error")[:1])
+            )
+        return queryset
+
+    @admin.display(description="status", ordering="status")
+    def status_label(self, job):
+        return status_text(job.status, STATE_SYMBOLS)
+
+    @admin.display(description="schedule")
+    def schedule(self, job):
+        return schedule_words(job)
+
+    @admin.display(description="next due (job zone, UTC)", ordering="next_due_at")
+    def next_due(self, job):
+        return zoned(job.next_due_at, job.time_zone)
+
+    @admin.display(description="last run")
+    def last_outcome(self, job):
+        state = getattr(job, "last_state", None)
+        if not state:
+            return "—"
+        error = (getattr(job, "last_error", "") or "")[:200]
+        return format_html('<span title="{}">{}</span>', error, status_text(state, STATE_SYMBOLS))
+
+    @admin.display(description="p99 lateness, 24 h")
+    def p99_lateness_24h(self, job):
+        summary = getattr(job, "lateness_24h", None) or stats.job_lateness(job, timezone.now())
+        return stats.format_ms(summary.get("p99"))
+
+    def changelist_view(self, request, extra_context=None):
+        response = super().changelist_view(request, extra_context)
+        cl = getattr(response, "context_data", {}).get("cl")
+        if cl is not None:
+            # One rollup query for the page's p99 column instead of one per row.
+            jobs = list(cl.result_list)
+            summaries = stats.jobs_lateness([j.pk for j in jobs], timezone.now())
+            for job in jobs:
+                job.lateness_24h = summaries[job.pk]
+        return response
+
+    @admin.display(description="next occurrences")
+    def schedule_preview(self, job):
+        url = reverse("admin:portal_schedule_preview")
+        overview = reverse("admin:portal_job", args=[job.pk]) if job.pk else ""
+        link = format_html(' <a href="{}">Job page: history and why the last run failed</a>', overview) if overview else ""
+        return format_html(
+            '<div id="schedule-preview" data-url="{}" aria-live="polite" aria-atomic="true">'
+            '<p class="help">Type a cron expression and a time zone to see the next runs here.</p></div>{}',
+            url, link,
+        )
+
+    def save_model(self, request, obj, form, change):
+        from jobs.definitions import save_definition
+
+        save_definition(obj, actor_for_user(request.user))
+
+    def get_urls(self):
+        return [
+            path("backfill-step/", self.admin_site.admin_view(self.backfill_step_view), name="jobs_jobdefinition_backfill_step"),
+        ] + super().get_urls()
+
+    def backfill_step_view(self, request):
+        """POST one backfill chunk for the progress page; answers JSON."""
+        if request.method != "POST":
+            raise Http404
+        job = scoping.scope(JobDefinition.objects.select_related("tenant"), request.user).filter(pk=request.POST.get("job")).first()
+        if job is None:
+            raise Http404("No such job.")
+        if not self.has_change_permission(request, job):
+            raise PermissionDenied
+        cursor, end = parse_datetime(request.POST.get("cursor", "")), parse_datetime(request.POST.get("end", ""))
+        try:
+            remaining = int(request.POST.get("remaining", "0"))
+            if cursor is None or end is None:
+                raise ValueError("cursor and end must be ISO 8601 instants")
+            created, following, done = backfill_step(
+                job, cursor, end, remaining, actor=actor_for_user(request.user), note=request.POST.get("note", "")
+            )
+        except (ValueError, ValidationError) as exc:
+            messages = exc.messages if isinstance(exc, ValidationError) else [str(exc)]
+            return JsonResponse({"error": "; ".join(messages)}, status=400)
+        return JsonResponse({"created": created, "cursor": following.isoformat(), "remaining": remaining - created, "done": done})
+
+
+class TokenCreateForm(forms.ModelForm):
+    queue_names = forms.CharField(
+        label="Queues", required=False, help_text="Worker tokens: comma-separated queues it may lease from, e.g. default,reports."
+    )
+
+    class Meta:
+        model = ApiToken
+        fields = ["tenant", "kind", "name"]
+
+    def clean(self):
+        data = super().clean()
+        queues = [q.strip() for q in data.get("queue_names", "").split(",") if q.strip()]
+        if data.get("kind") == ApiToken.Kind.WORKER and not queues:
+            self.add_error("queue_names", "A worker token leases from named queues: list at least one.")
+        if data.get("kind") == ApiToken.Kind.TEAM and queues:
+            self.add_error("queue_names", "Queues are for worker tokens; a team token acts on all of its tenant's jobs.")
+        bad = [q for q in queues if not re.fullmatch(QUEUE_RE, q)]
+        if bad:
+            self.add_error("queue_names", f"Not a queue name: {', '.join(bad)} (use lowercase letters, digits, '.', '_' or '-').")
+        data["queues"] = queues
+        return data
+
+
+@admin.register(ApiToken, site=site)
+class ApiTokenAdmin(TenantScopedAdmin):
+    list_display = ["prefix", "name", "tenant", "kind", "queues", "token_status", "created_at", "last_used_at"]
+    list_filter = ["kind", TenantFilter]
+    search_fields = ["name", "prefix"]
+    list_select_related = ["tenant"]
+    actions = ["revoke_tokens"]
+    add_form_template = None
+
+    def has_add_permission(self, request):
+        return scoping.is_operator(request.user)
+
+    def has_change_permission(self, request, obj=None):
+        return obj is None and scoping.is_operator(request.user)  # actions only; a token is never edited
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = TokenCreateForm
+            kwargs["fields"] = ["tenant", "kind", "name", "queue_names"]
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_fieldsets(self, request, obj=None):
+        if obj is None:
+            return [(None, {"fields": ["tenant", "kind", "name", "queue_names"]})]
+        return super().get_fieldsets(request, obj)
+
+    @admin.display(description="status")
+    def token_status(self, token):
+        return status_text("active" if token.is_active else "revoked", {"active": "●", "revoked": "✕"})
+
+    def save_model(self, request, obj, form, change):
+        with transaction.atomic():
+            token, secret = ApiToken.issue(obj.tenant, obj.kind, name=obj.name, queues=form.cleaned_data["queues"])
+            audit.record(actor_for_user(request.user), "issue_token", token, detail={"kind": token.kind, "queues": token.queues})
+        obj.pk, obj.prefix, obj.secret_hash, obj.queues, obj.created_at = token.pk, token.prefix, token.secret_hash, token.queues, token.created_at
+        request._duetime_secret = secret
+
+    def response_add(self, request, obj, post_url_continue=None):
+        context = {**self.admin_site.each_context(request), "title": "Token created", "token": obj, "secret": request._duetime_secret, "opts": self.opts}
+        return TemplateResponse(request, "portal/token_secret.html", context)
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke_tokens(self, request, queryset):
+        def preview(qs, data):
+            live = qs.filter(revoked_at=None)
+            n = live.count()
+            return {
+                "lines": [f"{n} active token(s) will stop working at once; callers using them get 401.", "A revoked token cannot be restored: issue a new one."],
+                "rows": [(t, "revoke" if t.is_active else "already revoked") for t in qs[:60]],
+                "blocked": n == 0,
+            }
+
+        def perform(qs, data):
+            now = timezone.now()
+            with transaction.atomic():
+                tokens = list(qs.select_for_update().filter(revoked_at=None))
+                ApiToken.objects.filter(pk__in=[t.pk for t in tokens], revoked_at=None).update(revoked_at=now)
+                audit.record_many(actor_for_user(request.user), "revoke_token", tokens, note=data["note"])
+            return f"Revoked {len(tokens)} token(s)."
+
+        return confirm_action(self, request, queryset, action="revoke_tokens", title="Revoke tokens", preview=preview, perform=perform, submit="Revoke")
+
+
+@admin.register(AuditEntry, site=site)
+class AuditEntryAdmin(TenantScopedAdmin):
+    """Read-only and searchable: nobody edits history."""
+
+    list_display = ["at", "actor", "action", "object_type", "object_repr", "tenant", "note"]
+    list_filter = ["action", "object_type", TenantFilter]
+    search_fields = ["actor", "object_repr", "note", "object_id", "action"]
+    date_hierarchy = "at"
+    list_select_related = ["tenant"]
+    show_full_result_count = False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,16 @@
+"""/v1/jobs routes. Actions use the `name:action` style (AIP-136); names may hold dots and dashes, never ':' or '/'."""
+
+from django.urls import re_path
+
+from jobs.api import views
+
+NAME = r"(?P<name>[^/:]+)"
+
+urlpatterns = [
+    re_path(r"^jobs$", views.JobListView.as_view(), name="api-jobs"),
+    re_path(rf"^jobs/{NAME}$", views.JobView.as_view(), name="api-job"),
+    re_path(rf"^jobs/{NAME}:pause$", views.JobPauseView.as_view(), name="api-job-pause"),
+    re_path(rf"^jobs/{NAME}:resume$", views.JobResumeView.as_view(), name="api-job-resume"),
+    re_path(rf"^jobs/{NAME}:trigger$", views.JobTriggerView.as_view(), name="api-job-trigger"),
+    re_path(rf"^jobs/{NAME}:backfill$", views.JobBackfillView.as_view(), name="api-job-backfill"),
+]

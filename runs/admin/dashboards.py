@@ -1,0 +1,143 @@
+"""The portal's dashboards: custom admin views in the admin's look.
+
+- overview: runs by state, ready backlog and oldest ready age per queue, lease
+  expiries, dead letters per job and their growth, lateness at a glance;
+- lateness: p50/p95/p99 of start − due over the last hour and the last day;
+- job page: next occurrences, run history, why the last run failed.
+
+Each page shows one tenant, chosen among the user's tenants through
+scheduler_project.admin.scoping (another tenant's name or job is a 404), and
+refreshes itself live (runs/live.py) without a reload.
+"""
+
+import datetime as dt
+
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.utils import timezone
+
+from jobs import cron
+from jobs.models import JobDefinition
+from runs.admin import charts
+from runs.admin import stats
+from scheduler_project.admin import scoping
+from scheduler_project.admin.site import site
+
+
+def _tenant(request):
+    name = request.GET.get("tenant")
+    if name:
+        return scoping.tenant_or_404(request.user, name)
+    tenant = scoping.default_tenant(request.user)
+    if tenant is None:
+        raise Http404("You belong to no tenant yet: ask an administrator to add you to one.")
+    return tenant
+
+
+def _context(request, title, tenant, **extra):
+    return {
+        **site.each_context(request),
+        "title": title,
+        "tenant": tenant,
+        "tenants": scoping.tenants(request.user),
+        "now": timezone.now(),
+        **extra,
+    }
+
+
+def _age(delta):
+    if delta is None:
+        return "—"
+    return stats.format_ms(delta / dt.timedelta(milliseconds=1))
+
+
+def overview(request):
+    tenant = _tenant(request)
+    now = timezone.now()
+    counts = stats.state_counts(tenant, now)
+    backlog = stats.backlog_by_queue(tenant, now)
+    for row in backlog:
+        row["oldest_age_text"] = _age(row["oldest_age"])
+    hour = stats.lateness_series(tenant, now, stats.HOUR, dt.timedelta(minutes=1))["overall"]
+    day_growth = stats.dead_letters_per_hour(tenant, now)
+    context = _context(
+        request, f"Overview: {tenant.name}", tenant,
+        live=[(state, n, capped) for state, (n, capped) in counts["live"].items()],
+        finished=[(state, n) for state, (n, _) in counts["finished"].items()],
+        backlog=backlog,
+        expiries=stats.lease_expiries(tenant, now),
+        dead=stats.dead_letters_by_job(tenant, now),
+        lateness_hour={k: stats.format_ms(hour.get(k)) for k in ("p50", "p95", "p99")},
+        lateness_hour_count=hour["count"],
+        outcomes_hour=stats.outcomes(tenant, now, stats.HOUR),
+        dead_growth_total=sum(p["count"] for p in day_growth),
+        dlq_chart=charts.bar_chart(
+            day_growth, title=f"New dead letters per hour, last 24 hours, {tenant.name}",
+            description="One bar per hour; the number above each bar is the count.",
+            label_time=lambda at: f"{at:%H}:00", chart_id="dlq-growth",
+        ),
+    )
+    return TemplateResponse(request, "portal/overview.html", context)
+
+
+def lateness(request):
+    tenant = _tenant(request)
+    now = timezone.now()
+    hour = stats.lateness_series(tenant, now, stats.HOUR, dt.timedelta(minutes=1))
+    day = stats.lateness_series(tenant, now, stats.DAY, dt.timedelta(minutes=15))
+    panels = []
+    for key, label, series, fmt in (("hour", "last hour, per minute", hour, "%H:%M"), ("day", "last 24 hours, per 15 minutes", day, "%H:%M")):
+        panels.append({
+            "key": key,
+            "label": label,
+            "overall": {k: stats.format_ms(series["overall"].get(k)) for k in ("p50", "p95", "p99")},
+            "count": series["overall"]["count"],
+            "chart": charts.line_chart(
+                series["points"],
+                title=f"Lateness of first attempts (start − due), {label}, {tenant.name}",
+                description="Three lines: p50 solid with circles, p95 dashed with squares, p99 dotted with triangles. Times in UTC.",
+                format_value=stats.format_ms, label_time=lambda at, fmt=fmt: at.strftime(fmt), chart_id=f"lateness-{key}",
+            ),
+            "rows": [
+                {"at": p["at"], "count": p["count"], **{k: stats.format_ms(p.get(k)) for k in ("p50", "p95", "p99")}}
+                for p in series["points"] if p["count"]
+            ][-60:],
+        })
+    return TemplateResponse(request, "portal/lateness.html", _context(request, f"Lateness: {tenant.name}", tenant, panels=panels))
+
+
+def job_page(request, job_id):
+    job = get_object_or_404(scoping.scope(JobDefinition.objects.select_related("tenant"), request.user), pk=job_id)
+    now = timezone.now()
+    upcoming = []
+    if job.schedule_kind == JobDefinition.ScheduleKind.CRON:
+        upcoming = [
+            {"local": f"{o.local:%a %Y-%m-%d %H:%M %Z}", "utc": f"{o.at_utc:%Y-%m-%d %H:%M}", "note": o.note}
+            for o in cron.preview(job.cron_expr, job.time_zone, now, 10)
+        ]
+    lateness_24h = stats.job_lateness(job, now)
+    history = stats.job_history(job)
+    for run in history:
+        run.shown_state = "ready" if run.state in ("scheduled", "retry_wait") and run.available_at <= now else run.state
+        run.local_due = f"{run.due_at.astimezone(cron.get_zone(job.time_zone)):%Y-%m-%d %H:%M:%S %Z}"
+    failure = stats.last_failure(job)
+    if failure:
+        for attempt in failure["attempts"]:
+            attempt.lateness_text = stats.format_ms(attempt.lateness / dt.timedelta(milliseconds=1))
+    from jobs.admin.definitions import schedule_words, zoned
+
+    context = _context(
+        request, f"Job: {job.name}", job.tenant,
+        job=job,
+        schedule=schedule_words(job),
+        next_due=zoned(job.next_due_at, job.time_zone),
+        upcoming=upcoming,
+        lateness={k: stats.format_ms(lateness_24h.get(k)) for k in ("p50", "p95", "p99")},
+        lateness_count=lateness_24h["count"],
+        history=history,
+        failure=failure,
+        last_finished=next((r for r in history if r.state in stats.FINISHED), None),
+    )
+    return TemplateResponse(request, "portal/job.html", context)
+

@@ -1,0 +1,187 @@
+"""The portal's run list: read-only runs with their attempts, filters and cancel.
+
+Runs change state only through the engine's compare-and-sets (here:
+runs.bulk.cancel_runs, the set-based transitions.cancel_run), never by
+editing. The list is built for tables of millions of rows: newest first by
+primary key, a capped count instead of COUNT(*), exact-match searches, and no
+date hierarchy (its DISTINCT over dates would scan the table).
+"""
+
+import datetime as dt
+
+from django.contrib import admin
+from django.core.paginator import Paginator
+from django.utils import timezone
+from django.utils.functional import cached_property
+from django.utils.html import format_html
+
+from jobs.audit import actor_for_user
+from jobs.models import JobDefinition
+from runs import bulk
+from runs.models import CLAIMABLE_STATES, TERMINAL_STATES, Attempt, Run
+from scheduler_project.admin import scoping
+from scheduler_project.admin.site import STATE_SYMBOLS, TenantFilter, TenantScopedAdmin, site, status_text
+from scheduler_project.admin.confirm import confirm_action
+
+COUNT_CAP = 10_000
+
+
+class CappedPaginator(Paginator):
+    """Counts at most COUNT_CAP + 1 rows: past that the list says "10,000+" pages' worth."""
+
+    @cached_property
+    def count(self):
+        return self.object_list.order_by()[: COUNT_CAP + 1].count()
+
+
+def derived_state(run, now=None):
+    """The state as the portal shows it: `ready` for a claimable run whose available_at has passed."""
+    now = now or timezone.now()
+    if run.state in CLAIMABLE_STATES and run.available_at <= now:
+        return "ready"
+    return run.state
+
+
+class StateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("ready", "ready (scheduled or retry_wait, available now)")] + [(s, s) for s in Run.State.values]
+
+    def queryset(self, request, queryset):
+        if self.value() == "ready":
+            return queryset.filter(state__in=CLAIMABLE_STATES, available_at__lte=timezone.now())
+        if self.value():
+            return queryset.filter(state=self.value())
+        return queryset
+
+
+class QueueFilter(admin.SimpleListFilter):
+    title = parameter_name = "queue"
+
+    def lookups(self, request, model_admin):
+        jobs = scoping.scope(JobDefinition.objects.all(), request.user)
+        return [(q, q) for q in jobs.order_by("queue").values_list("queue", flat=True).distinct()[:100]]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(queue=self.value()) if self.value() else queryset
+
+
+class JobFilter(admin.SimpleListFilter):
+    title = "job"
+    parameter_name = "job"
+
+    def lookups(self, request, model_admin):
+        jobs = scoping.scope(JobDefinition.objects.select_related("tenant"), request.user)
+        return [(str(j.pk), f"{j.tenant.name}/{j.name}") for j in jobs.order_by("tenant__name", "name")[:200]]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(job_id=self.value()) if self.value() else queryset
+
+
+class DueWindowFilter(admin.SimpleListFilter):
+    title = "due"
+    parameter_name = "due"
+    WINDOWS = {
+        "past_hour": ("in the last hour", -1, 0),
+        "past_day": ("in the last 24 hours", -24, 0),
+        "past_week": ("in the last 7 days", -24 * 7, 0),
+        "next_hour": ("in the next hour", 0, 1),
+        "later": ("later than an hour from now", 1, None),
+    }
+
+    def lookups(self, request, model_admin):
+        return [(key, label) for key, (label, _, _) in self.WINDOWS.items()]
+
+    def queryset(self, request, queryset):
+        if self.value() not in self.WINDOWS:
+            return queryset
+        _, start, end = self.WINDOWS[self.value()]
+        now = timezone.now()
+        queryset = queryset.filter(due_at__gte=now + dt.timedelta(hours=start))
+        return queryset.filter(due_at__lt=now + dt.timedelta(hours=end)) if end is not None else queryset
+
+
+class AttemptInline(admin.TabularInline):
+    model = Attempt
+    extra = 0
+    can_delete = False
+    fields = ["attempt", "worker_id", "fencing_token", "available_at", "started_at", "ended_at", "lateness_shown", "outcome_shown", "error"]
+    readonly_fields = fields
+    ordering = ["attempt"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_view_permission(self, request, obj=None):
+        return scoping.is_operator(request.user)
+
+    @admin.display(description="lateness")
+    def lateness_shown(self, attempt):
+        return f"{attempt.lateness.total_seconds():.3f} s" if attempt.attempt == 1 else "—"
+
+    @admin.display(description="outcome")
+    def outcome_shown(self, attempt):
+        return status_text(attempt.outcome, STATE_SYMBOLS)
+
+
+@admin.register(Run, site=site)
+class RunAdmin(TenantScopedAdmin):
+    list_display = ["id", "job", "tenant", "state_shown", "origin", "due_at", "available_at", "attempt", "queue", "worker_id"]
+    list_filter = [StateFilter, TenantFilter, QueueFilter, JobFilter, DueWindowFilter, "origin"]
+    search_fields = ["=idempotency_key", "=worker_id", "^job__name"]
+    list_select_related = ["job", "tenant"]
+    ordering = ["-id"]
+    paginator = CappedPaginator
+    list_per_page = 50
+    show_full_result_count = False
+    inlines = [AttemptInline]
+    actions = ["cancel_runs"]
+    readonly_fields = [
+        "job", "tenant", "origin", "state_shown", "due_at", "available_at", "attempt", "max_attempts", "idempotency_key",
+        "fencing_token", "worker_id", "lease_expires_at", "queue", "priority", "timeout_seconds", "payload", "started_at",
+        "finished_at", "last_error", "reason", "covers_until", "created_at",
+    ]
+    fields = readonly_fields
+
+    class Media:
+        css = {"all": ["portal/portal.css"]}
+
+    def has_change_permission(self, request, obj=None):
+        return obj is None and scoping.is_operator(request.user)  # the list's actions only: runs are never edited
+
+    @admin.display(description="state", ordering="state")
+    def state_shown(self, run):
+        state = derived_state(run)
+        if state == "ready":
+            return format_html("{} <span class=\"quiet\">({})</span>", status_text("ready", STATE_SYMBOLS), run.state)
+        return status_text(state, STATE_SYMBOLS)
+
+    @admin.action(description="Cancel selected runs")
+    def cancel_runs(self, request, queryset):
+        def preview(qs, data):
+            counts = dict.fromkeys(("waiting", "leased", "finished"), 0)
+            for state in qs.values_list("state", flat=True)[:COUNT_CAP]:
+                counts["waiting" if state in CLAIMABLE_STATES else "leased" if state == "leased" else "finished"] += 1
+            return {
+                "lines": [
+                    f"{counts['waiting']} run(s) not yet started (scheduled or retry_wait) will be cancelled.",
+                    f"{counts['leased']} running run(s) lose their lease: the worker's next heartbeat or completion is refused "
+                    "(409 stale-lease), and the attempt is recorded as stale.",
+                    f"{counts['finished']} run(s) already finished or dead stay as they are (dead ones: use the dead-letter queue).",
+                ],
+                "rows": [(run, "cancel" if run.state not in TERMINAL_STATES and run.state != "dead" else f"unchanged ({run.state})") for run in qs[:60]],
+                "blocked": counts["waiting"] + counts["leased"] == 0,
+            }
+
+        def perform(qs, data):
+            actor = actor_for_user(request.user)
+            reason = f"cancelled by {actor}" + (f": {data['note']}" if data["note"] else "")
+            done = bulk.cancel_runs(qs, actor=actor, reason=reason, note=data["note"])
+            return f"Cancelled {len(done)} run(s)."
+
+        return confirm_action(self, request, queryset, action="cancel_runs", title="Cancel runs", preview=preview, perform=perform, submit="Cancel runs")

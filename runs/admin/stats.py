@@ -1,0 +1,207 @@
+"""The numbers behind the dashboards, each read so it stays fast with 10 million runs.
+
+- Lateness percentiles come from the rollups (runs.rollups), never from raw attempts.
+- Live states (scheduled, ready, leased, retry_wait) are counted through the
+  partial indexes run_claimable and run_leased_by_owner, which hold only
+  unfinished runs; counts stop at COUNT_CAP ("100,000+").
+- Finished states over the last 24 hours come from the rollups (succeeded),
+  the dead letters (dead) and run_skipped_cancelled (cancelled, skipped).
+- Dead letters per job read deadletter_by_job and deadletter_open_by_tenant.
+
+Every function takes the tenant (already scoped by the caller through
+scheduler_project.admin.scoping) and `now`.
+"""
+
+import datetime as dt
+
+from django.db.models import Count, Q
+
+from jobs.models import JobDefinition
+from runs.models import CLAIMABLE_STATES, Attempt, Run
+from runs.rollups import JobHour, TenantMinute, merge, percentile
+
+COUNT_CAP = 100_000
+HOUR, DAY = dt.timedelta(hours=1), dt.timedelta(days=1)
+QUANTILES = (50, 95, 99)
+FINISHED = ("succeeded", "dead", "cancelled", "skipped")
+
+
+def format_ms(ms):
+    if ms is None:
+        return "—"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    if ms < 3_600_000:
+        return f"{ms / 60_000:.1f} min"
+    return f"{ms / 3_600_000:.1f} h"
+
+
+def capped_count(queryset, cap=COUNT_CAP):
+    """(count, capped): counts at most cap + 1 rows."""
+    n = queryset.order_by()[: cap + 1].count()
+    return min(n, cap), n > cap
+
+
+def _summary(rows):
+    histogram, count, top = {}, 0, 0
+    for row in rows:
+        merge(histogram, row.histogram)
+        count += row.first_attempts
+        top = max(top, row.lateness_ms_max)
+    out = {f"p{q}": percentile(histogram, q, cap=top) for q in QUANTILES}
+    out["count"] = count
+    out["max"] = top if count else None
+    return out
+
+
+def job_lateness(job, now, window=DAY):
+    """p50/p95/p99 (ms) of the first attempts of `job` started in the last `window`."""
+    since = (now - window).replace(minute=0, second=0, microsecond=0)
+    return _summary(JobHour.objects.filter(job=job, hour__gte=since).only("histogram", "first_attempts", "lateness_ms_max"))
+
+
+def jobs_lateness(job_ids, now, window=DAY):
+    """{job id: p50/p95/p99 summary} for many jobs in one query (the job list's column)."""
+    since = (now - window).replace(minute=0, second=0, microsecond=0)
+    rows = {}
+    for row in JobHour.objects.filter(job_id__in=list(job_ids), hour__gte=since).only("job_id", "histogram", "first_attempts", "lateness_ms_max"):
+        rows.setdefault(row.job_id, []).append(row)
+    return {job_id: _summary(rows.get(job_id, [])) for job_id in job_ids}
+
+
+def lateness_series(tenant, now, window, step):
+    """Points of p50/p95/p99 lateness (ms) for `tenant`, one per `step` over the last `window`.
+
+    Returns {"points": [{"at", "p50", "p95", "p99", "count"}], "overall": {...}}.
+    """
+    start = (now - window).replace(second=0, microsecond=0)
+    rows = list(
+        TenantMinute.objects.filter(tenant=tenant, minute__gte=start, minute__lte=now)
+        .only("minute", "histogram", "first_attempts", "lateness_ms_max")
+        .order_by("minute")
+    )
+    buckets = {}
+    for row in rows:
+        index = int((row.minute - start) / step)
+        buckets.setdefault(index, []).append(row)
+    points = []
+    for index in range(int(window / step) + 1):
+        summary = _summary(buckets.get(index, []))
+        points.append({"at": start + index * step, **summary})
+    return {"points": points, "overall": _summary(rows)}
+
+
+def outcomes(tenant, now, window):
+    """Attempt outcomes of `tenant` in the last `window`, from the rollups."""
+    rows = TenantMinute.objects.filter(tenant=tenant, minute__gte=now - window)
+    totals = dict.fromkeys(("succeeded", "failed", "timed_out", "lease_expired", "stale"), 0)
+    for row in rows.only(*totals):
+        for key in totals:
+            totals[key] += getattr(row, key)
+    return totals
+
+
+def state_counts(tenant, now):
+    """Runs by state (DESIGN.md §4 names) plus the derived `ready`.
+
+    Unfinished states are counted now, through the indexes of unfinished runs.
+    Finished ones cover the last 24 hours, each from where it is cheapest:
+    succeeded from the rollups (a run succeeds once, with its last attempt),
+    dead from the dead letters written when runs died, cancelled and skipped
+    (few) among the runs due in that window (index run_skipped_cancelled).
+    """
+    runs = Run.objects.filter(tenant=tenant)
+    live = {}
+    for state in ("scheduled", "retry_wait"):
+        live[state] = capped_count(runs.filter(state=state))
+    live["ready"] = capped_count(runs.filter(state__in=CLAIMABLE_STATES, available_at__lte=now))
+    live["leased"] = capped_count(runs.filter(state="leased"))
+    finished = {
+        "succeeded": (outcomes(tenant, now, DAY)["succeeded"], False),
+        "dead": (_dead_letters(tenant, now - DAY).count(), False),
+    }
+    for state in ("cancelled", "skipped"):
+        finished[state] = capped_count(runs.filter(state=state, due_at__gte=now - DAY, due_at__lte=now))
+    return {"live": live, "finished": finished}
+
+
+def _dead_letters(tenant, since):
+    """A tenant's dead letters since `since`, read per job through deadletter_by_job (job, dead_at)."""
+    from dlq.models import DeadLetter
+
+    job_ids = list(JobDefinition.objects.filter(tenant=tenant).values_list("pk", flat=True))
+    return DeadLetter.objects.filter(job_id__in=job_ids, dead_at__gte=since)
+
+
+def backlog_by_queue(tenant, now):
+    """Per queue: ready runs (capped) and the age of the oldest one, one index probe per priority."""
+    queues = set(JobDefinition.objects.filter(tenant=tenant).values_list("queue", flat=True).distinct())
+    rows = []
+    for queue in sorted(queues):
+        count, capped, oldest = 0, False, None
+        for priority in (0, 1, 2):
+            ready = Run.objects.filter(
+                tenant=tenant, queue=queue, priority=priority, state__in=CLAIMABLE_STATES, available_at__lte=now
+            )
+            n, cut = capped_count(ready)
+            count, capped = count + n, capped or cut
+            first = ready.order_by("available_at").values_list("available_at", flat=True).first()
+            if first and (oldest is None or first < oldest):
+                oldest = first
+        rows.append({"queue": queue, "ready": count, "capped": capped, "oldest_age": (now - oldest) if oldest else None})
+    return rows
+
+
+def lease_expiries(tenant, now):
+    """Leases lost (expired or timed out) in the last hour and day, and leases overdue right now."""
+    hour, day = outcomes(tenant, now, HOUR), outcomes(tenant, now, DAY)
+    overdue = Run.objects.filter(tenant=tenant, state="leased", lease_expires_at__lt=now).count()
+    return {
+        "hour": hour["lease_expired"] + hour["timed_out"],
+        "day": day["lease_expired"] + day["timed_out"],
+        "overdue": overdue,
+    }
+
+
+def dead_letters_by_job(tenant, now, limit=20):
+    """Jobs with dead letters: new in the last 24 h and still open, most first; open ones in all (capped)."""
+    from dlq.models import DeadLetter
+
+    recent = (
+        _dead_letters(tenant, now - DAY)
+        .values("job", "job__name")
+        .annotate(new=Count("id"), open=Count("id", filter=Q(replayed_at=None, discarded_at=None)))
+        .order_by("-new")[:limit]
+    )
+    open_total, capped = capped_count(DeadLetter.objects.filter(tenant=tenant, replayed_at=None, discarded_at=None), cap=10_000)
+    return {"jobs": list(recent), "open": f"{open_total:,}{'+' if capped else ''}"}
+
+
+def dead_letters_per_hour(tenant, now):
+    """New dead letters per hour over the last day (DLQ growth)."""
+    start = (now - DAY).replace(minute=0, second=0, microsecond=0)
+    counts = [0] * 25
+    for at in _dead_letters(tenant, start).order_by().values_list("dead_at", flat=True)[:100_000]:
+        counts[min(24, int((at - start) / HOUR))] += 1
+    return [{"at": start + i * HOUR, "count": c} for i, c in enumerate(counts)]
+
+
+def job_history(job, limit=30):
+    """The newest runs of `job` (index run_history_by_job)."""
+    return list(Run.objects.filter(job=job).order_by("-id")[:limit])
+
+
+def last_failure(job, window=500):
+    """The newest of `job`'s last `window` runs that failed (dead, or with an
+    attempt that did not succeed), with its attempts; None if none did."""
+    recent = list(Run.objects.filter(job=job).order_by("-id").values_list("id", "state")[:window])
+    ids = [run_id for run_id, _ in recent]
+    failed = Attempt.objects.filter(run_id__in=ids).exclude(outcome="succeeded").order_by("-run_id").values_list("run_id", flat=True).first()
+    dead = next((run_id for run_id, state in recent if state == "dead"), None)
+    run_id = max(filter(None, (failed, dead)), default=None)
+    if run_id is None:
+        return None
+    run = Run.objects.get(pk=run_id)
+    return {"run": run, "attempts": list(Attempt.objects.filter(run=run).order_by("attempt"))}

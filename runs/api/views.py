@@ -1,0 +1,232 @@
+"""Runs over HTTP.
+
+Team tokens: a job's runs (list, enqueue one-off or delayed runs), one run
+with its attempts, cancel. Worker tokens: lease (long-poll), heartbeat,
+complete; a stale fencing token is a 409 `stale-lease`. All state changes
+go through runs.claims, runs.enqueue and runs.transitions.
+"""
+
+import time
+
+from django.conf import settings
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+
+from jobs import audit, idempotency, quotas
+from jobs.api.views import IDEMPOTENCY_KEY, NAME, job_or_404, live_job_or_409, validated
+from jobs.tokens import get_scoped
+from runs import claims, enqueue, transitions
+from runs.models import CLAIMABLE_STATES, Run
+from runs.api.serializers import (
+    CancelSerializer,
+    CompleteResultSerializer,
+    CompleteSerializer,
+    EnqueueSerializer,
+    HeartbeatResultSerializer,
+    HeartbeatSerializer,
+    LeaseRequestSerializer,
+    LeasesSerializer,
+    LeaseSerializer,
+    RunDetailSerializer,
+    RunSerializer,
+)
+from scheduler_project.api.endpoints import PAGE_PARAMETERS, CursorPage, TeamEndpoint, WorkerEndpoint, page_of
+from scheduler_project.api.problems import Problem, problem_responses
+
+RUN_ID = OpenApiParameter("run_id", int, OpenApiParameter.PATH, description="The run's id.")
+
+
+def run_or_404(request, run_id):
+    runs = Run.objects.select_related("job", "tenant")
+    return get_scoped(request, runs, "run", pk=int(run_id))
+
+
+def detailed_run(request, run_id):
+    runs = Run.objects.select_related("job", "tenant").prefetch_related("attempts")
+    return get_scoped(request, runs, "run", pk=int(run_id))
+
+
+def leased_run_or_404(request, run_id):
+    """A worker's run: the token's tenant and one of the token's queues, or not found."""
+    run = run_or_404(request, run_id)
+    if run.queue not in request.auth.queues:
+        raise Problem("not-found", f"No run with id {run_id}.")
+    return run
+
+
+def stale(exc):
+    return Problem(
+        "stale-lease",
+        f"{exc}. The lease was lost (expired, cancelled or taken by another worker): stop working on this run.",
+    )
+
+
+class JobRunsView(TeamEndpoint):
+    @extend_schema(
+        operation_id="jobs_runs_list",
+        summary="A job's runs, newest first",
+        parameters=[
+            NAME,
+            *PAGE_PARAMETERS,
+        ],
+        responses={200: page_of(RunSerializer, "RunPage"), **problem_responses(400, 404)},
+    )
+    def get(self, request, name):
+        job = job_or_404(request, name)
+        page = CursorPage()
+        rows = page.paginate_queryset(Run.objects.filter(job=job).select_related("job", "tenant"), request, view=self)
+        return page.get_paginated_response(RunSerializer(rows, many=True).data)
+
+    @extend_schema(
+        operation_id="jobs_runs_create",
+        summary="Enqueue a one-off or delayed run",
+        parameters=[NAME, IDEMPOTENCY_KEY],
+        request=EnqueueSerializer,
+        responses={
+            200: RunSerializer,
+            201: RunSerializer,
+            **problem_responses(400, 404, 409, 413, 415, 422, 429),
+        },
+    )
+    @idempotency.idempotent
+    def post(self, request, name):
+        job = live_job_or_409(request, name)
+        values = validated(EnqueueSerializer, request.data)
+        key = idempotency.read_key(request)
+        quotas.check_enqueue(job.tenant)
+        run, created = enqueue.enqueue(
+            job,
+            run_at=values["run_at"],
+            delay_seconds=values["delay_seconds"],
+            payload=values.get("payload"),
+            idempotency_key=key,
+            actor=self.actor,
+        )
+        if run.job_id != job.pk:
+            # The idempotency record expired, but the run with this key belongs to another job.
+            raise Problem("idempotency-key-reused", f"Idempotency-Key {key!r} was used for a run of another job.")
+        run.job = job
+        return Response(RunSerializer(run).data, status=201 if created else 200)
+
+
+class RunView(TeamEndpoint):
+    @extend_schema(
+        operation_id="runs_get",
+        summary="A run with its attempts",
+        parameters=[RUN_ID],
+        responses={200: RunDetailSerializer, **problem_responses(404)},
+    )
+    def get(self, request, run_id):
+        return Response(RunDetailSerializer(detailed_run(request, run_id)).data)
+
+
+class RunCancelView(TeamEndpoint):
+    @extend_schema(
+        operation_id="runs_cancel",
+        summary="Cancel a run that has not finished (a running one loses its lease)",
+        parameters=[RUN_ID],
+        request=CancelSerializer,
+        responses={200: RunDetailSerializer, **problem_responses(400, 404, 409, 415)},
+    )
+    def post(self, request, run_id):
+        run = run_or_404(request, run_id)
+        values = validated(CancelSerializer, request.data)
+        reason = values["reason"] or f"cancelled by {self.actor}"
+        if not transitions.cancel_run(run, reason=reason):
+            run.refresh_from_db()
+            raise Problem("invalid-state", f"Run {run.pk} is {run.state}; only a run that has not finished can be cancelled.")
+        audit.record(self.actor, "cancel", run, note=reason)
+        return Response(RunDetailSerializer(detailed_run(request, run_id)).data)
+
+
+class LeaseView(WorkerEndpoint):
+    @extend_schema(
+        operation_id="lease",
+        summary="Lease due runs of the token's queues (long-polls up to wait_seconds)",
+        request=LeaseRequestSerializer,
+        responses={200: LeasesSerializer, **problem_responses(400, 415)},
+    )
+    def post(self, request):
+        values = validated(LeaseRequestSerializer, request.data)
+        allowed = list(request.auth.queues)
+        wanted = values.get("queues") or allowed
+        queues = [q for q in dict.fromkeys(wanted) if q in allowed]
+        if not queues:
+            raise Problem("forbidden", f"This token may lease from the queues {allowed}, not {wanted}.")
+        leases = wait_and_claim(
+            queues,
+            values["max"],
+            values["worker_id"] or self.actor,
+            lease_seconds=values["lease_seconds"],
+            tenant_id=request.auth.tenant_id,
+            wait_seconds=values["wait_seconds"],
+        )
+        return Response({"leases": LeaseSerializer(leases, many=True).data})
+
+
+def wait_and_claim(queues, n, worker_id, *, lease_seconds, tenant_id, wait_seconds):
+    """Claim now; if nothing was due, poll until something is or `wait_seconds` pass.
+
+    Between claims only a cheap read asks whether anything looks due, so idle
+    waiting workers take no write locks; no transaction is held while waiting.
+    """
+    poll = max(0.05, min(settings.DUETIME_POLL_SECONDS, 0.1))
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        leases = claims.claim(queues, n, worker_id, lease_seconds=lease_seconds, tenant_id=tenant_id)
+        if leases or time.monotonic() >= deadline:
+            return leases
+        while time.monotonic() < deadline:
+            time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
+            if looks_due(queues, tenant_id):
+                break
+
+
+def looks_due(queues, tenant_id):
+    """A hint only (the claim decides, on the database clock): is any run of an active job due?"""
+    return Run.objects.filter(
+        tenant_id=tenant_id,
+        queue__in=queues,
+        state__in=CLAIMABLE_STATES,
+        available_at__lte=timezone.now(),
+        job__status="active",
+    ).exists()
+
+
+class HeartbeatView(WorkerEndpoint):
+    @extend_schema(
+        operation_id="runs_heartbeat",
+        summary="Extend a lease (fencing token required)",
+        parameters=[RUN_ID],
+        request=HeartbeatSerializer,
+        responses={200: HeartbeatResultSerializer, **problem_responses(400, 404, 409, 415)},
+    )
+    def post(self, request, run_id):
+        run = leased_run_or_404(request, run_id)
+        values = validated(HeartbeatSerializer, request.data)
+        try:
+            expires = transitions.heartbeat(run.pk, values["fencing_token"], values["lease_seconds"])
+        except transitions.StaleLease as exc:
+            raise stale(exc)
+        return Response(HeartbeatResultSerializer({"run_id": run.pk, "lease_expires_at": expires}).data)
+
+
+class CompleteView(WorkerEndpoint):
+    @extend_schema(
+        operation_id="runs_complete",
+        summary="Finish an attempt: succeeded, or failed (retried while attempts are left)",
+        parameters=[RUN_ID],
+        request=CompleteSerializer,
+        responses={200: CompleteResultSerializer, **problem_responses(400, 404, 409, 415)},
+    )
+    def post(self, request, run_id):
+        run = leased_run_or_404(request, run_id)
+        values = validated(CompleteSerializer, request.data)
+        try:
+            state = transitions.complete(
+                run.pk, values["fencing_token"], values["outcome"], values["error"], values["retryable"]
+            )
+        except transitions.StaleLease as exc:
+            raise stale(exc)
+        return Response({"run_id": run.pk, "state": state})

@@ -1,0 +1,151 @@
+"""Job definitions in the portal: columns, the one validation path, and the actions with their previews."""
+
+import datetime as dt
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from jobs.models import AuditEntry, JobDefinition
+from runs.models import Run
+from runs.rollups import tick
+from tests.fixtures.portal import action, confirm
+from tests.scheduler_project.admin.test_scoping import job_form
+
+CHANGELIST = reverse("admin:jobs_jobdefinition_changelist")
+
+
+@pytest.fixture
+def nightly(acme, make_job):
+    return make_job(acme, "billing.nightly", cron_expr="0 2 * * *", time_zone="Europe/Berlin")
+
+
+def test_it_shows_the_schedule_in_words_next_due_in_both_zones_and_the_last_outcome(as_alice, nightly, make_run, make_attempt):
+    JobDefinition.objects.filter(pk=nightly.pk).update(next_due_at=dt.datetime(2026, 7, 1, 0, 0, tzinfo=dt.UTC))
+    run = make_run(nightly, state="dead", due_at=timezone.now() - dt.timedelta(minutes=5), last_error="ValueError: empty export")
+    make_attempt(run, late=dt.timedelta(seconds=3), outcome="failed", ended=timezone.now() - dt.timedelta(minutes=1))
+    tick(timezone.now())
+    page = as_alice.get(CHANGELIST).content.decode()
+    assert "at 02:00 every day, Europe/Berlin" in page
+    assert "2026-07-01 02:00 CEST (00:00 UTC)" in page
+    assert "dead" in page and "ValueError: empty export" in page  # the outcome, its error as a tooltip
+    assert "3." in page and " s" in page  # p99 lateness over 24 h, about 3 s
+
+
+def test_it_creates_a_job_through_the_one_validation_path(as_alice, acme):
+    response = as_alice.post(reverse("admin:jobs_jobdefinition_add"), job_form(acme, "reports.daily"))
+    assert response.status_code == 302, response.content.decode()[:3000]
+    job = JobDefinition.objects.get(tenant=acme, name="reports.daily")
+    assert job.next_due_at is not None  # computed by save_definition
+    assert AuditEntry.objects.filter(action="create", object_id=str(job.pk), actor="user:alice").exists()
+
+
+def test_it_turns_an_invalid_cron_or_zone_into_form_errors_that_say_how_to_fix_them(as_alice, acme):
+    response = as_alice.post(
+        reverse("admin:jobs_jobdefinition_add"), job_form(acme, "reports.bad", cron_expr="61 * * * *", time_zone="Europe/Berlinn")
+    )
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "errorlist" in page
+    assert "minute" in page  # the cron message names the field at fault
+    assert "Europe/Berlin" in page  # the zone message suggests the right spelling
+    assert not JobDefinition.objects.filter(name="reports.bad").exists()
+
+
+def test_it_previews_a_pause_and_pauses_with_an_audit_note(as_alice, nightly, make_run):
+    make_run(nightly, due_at=timezone.now() + dt.timedelta(seconds=30))
+    page = action(as_alice, CHANGELIST, "pause_jobs", [nightly.pk]).content.decode()
+    assert "1 active job(s) will be paused" in page
+    assert "1 run(s) already scheduled wait" in page
+    assert 'name="note"' in page
+    assert JobDefinition.objects.get(pk=nightly.pk).status == "active"  # nothing happens before "yes"
+    confirm(as_alice, CHANGELIST, "pause_jobs", [nightly.pk], note="database maintenance")
+    assert JobDefinition.objects.get(pk=nightly.pk).status == "paused"
+    entry = AuditEntry.objects.get(action="pause", object_id=str(nightly.pk))
+    assert (entry.actor, entry.note) == ("user:alice", "database maintenance")
+
+
+def test_it_previews_a_resume_with_the_occurrences_passed_over(as_alice, nightly):
+    JobDefinition.objects.filter(pk=nightly.pk).update(status="paused", next_due_at=timezone.now() - dt.timedelta(days=3))
+    page = action(as_alice, CHANGELIST, "resume_jobs", [nightly.pk]).content.decode()
+    assert "1 paused job(s) will resume" in page
+    assert "3 occurrence(s) passed over while paused are recorded as skipped" in page
+    confirm(as_alice, CHANGELIST, "resume_jobs", [nightly.pk], note="back")
+    assert JobDefinition.objects.get(pk=nightly.pk).status == "active"
+    assert Run.objects.filter(job=nightly, state="skipped").exists()
+
+
+def test_it_triggers_now_and_says_the_overlap_policy_does_not_apply(as_alice, nightly, make_run):
+    make_run(nightly, state="leased", due_at=timezone.now() - dt.timedelta(minutes=1))
+    page = action(as_alice, CHANGELIST, "trigger_jobs", [nightly.pk]).content.decode()
+    assert "1 run(s) will be created" in page
+    assert "overlap policy &#x27;forbid&#x27; applies to scheduled occurrences only" in page
+    assert "alongside the 1 run(s) already running" in page
+    confirm(as_alice, CHANGELIST, "trigger_jobs", [nightly.pk], note="customer asked")
+    run = Run.objects.get(job=nightly, origin="trigger")
+    assert run.state == "scheduled" and run.due_at <= timezone.now()
+    assert AuditEntry.objects.get(action="trigger", object_id=str(nightly.pk)).note == "customer asked"
+
+
+def test_it_cancels_a_job_and_its_runs_not_yet_started(as_alice, nightly, make_run):
+    waiting = make_run(nightly, due_at=timezone.now() + dt.timedelta(seconds=20))
+    page = action(as_alice, CHANGELIST, "cancel_jobs", [nightly.pk]).content.decode()
+    assert "1 run(s) not yet started will be cancelled" in page
+    confirm(as_alice, CHANGELIST, "cancel_jobs", [nightly.pk], note="retired")
+    assert JobDefinition.objects.get(pk=nightly.pk).status == "cancelled"
+    assert Run.objects.get(pk=waiting.pk).state == "cancelled"
+
+
+def test_it_backfills_a_window_with_a_preview_then_chunk_by_chunk(as_alice, nightly):
+    end = timezone.now().replace(microsecond=0) - dt.timedelta(hours=1)
+    start = end - dt.timedelta(days=10)
+    window = {"start": start.strftime("%Y-%m-%d %H:%M:%S"), "end": end.strftime("%Y-%m-%d %H:%M:%S"), "max_runs": "7"}
+    form = action(as_alice, CHANGELIST, "backfill_jobs", [nightly.pk]).content.decode()
+    assert 'name="start"' in form and "Preview" in form
+    preview = as_alice.post(CHANGELIST, {"action": "backfill_jobs", "_selected_action": [nightly.pk], "post": "preview", **window, "note": "outage"})
+    text = preview.content.decode()
+    assert "7 run(s) will be created for 1 job(s)" in text
+    assert "capped" in text
+    progress = confirm(as_alice, CHANGELIST, "backfill_jobs", [nightly.pk], **window, note="outage").content.decode()
+    assert "data-backfill-job" in progress and 'data-total="7"' in progress
+    step_url = reverse("admin:jobs_jobdefinition_backfill_step")
+    answer = as_alice.post(step_url, {"job": nightly.pk, "cursor": start.isoformat(), "end": end.isoformat(), "remaining": 7, "note": "outage"}).json()
+    assert answer["created"] == 7 and answer["done"] is True
+    assert Run.objects.filter(job=nightly, origin="backfill").count() == 7
+    assert AuditEntry.objects.get(action="backfill").note == "outage"
+
+
+def test_it_refuses_a_backfill_window_in_the_future(as_alice, nightly):
+    start = timezone.now() - dt.timedelta(days=1)
+    end = timezone.now() + dt.timedelta(days=1)
+    window = {"start": start.strftime("%Y-%m-%d %H:%M:%S"), "end": end.strftime("%Y-%m-%d %H:%M:%S"), "max_runs": "100"}
+    page = as_alice.post(CHANGELIST, {"action": "backfill_jobs", "_selected_action": [nightly.pk], "post": "preview", **window}).content.decode()
+    assert "A backfill covers the past" in page
+    assert not Run.objects.filter(origin="backfill").exists()
+
+
+def test_it_steps_a_backfill_only_for_the_users_tenants(as_alice, globex, make_job):
+    theirs = make_job(globex, "globex.nightly", cron_expr="0 2 * * *")
+    end = timezone.now() - dt.timedelta(hours=1)
+    response = as_alice.post(
+        reverse("admin:jobs_jobdefinition_backfill_step"),
+        {"job": theirs.pk, "cursor": (end - dt.timedelta(days=2)).isoformat(), "end": end.isoformat(), "remaining": 5},
+    )
+    assert response.status_code == 404
+    assert not Run.objects.filter(job=theirs).exists()
+
+
+def test_it_pauses_ten_thousand_jobs_in_a_few_seconds(as_carol, acme):
+    import time
+
+    now = timezone.now()
+    JobDefinition.objects.bulk_create(
+        [JobDefinition(tenant=acme, name=f"bulk.{i:05d}", schedule_kind="none", target_ref="tests.handlers.noop", created_at=now) for i in range(10_000)]
+    )
+    ids = list(JobDefinition.objects.filter(tenant=acme).values_list("pk", flat=True)[:100])
+    started = time.monotonic()
+    confirm(as_carol, CHANGELIST + "?tenant=" + str(acme.pk), "pause_jobs", ids, select_across="1", note="freeze")
+    elapsed = time.monotonic() - started
+    assert JobDefinition.objects.filter(tenant=acme, status="paused").count() == 10_000
+    print(f"paused 10,000 jobs in {elapsed:.2f} s")
+    assert elapsed < 10, elapsed  # generous for a loaded CI machine

@@ -1,0 +1,257 @@
+"""Alice manages Acme's job definitions over /v1/jobs."""
+
+import datetime as dt
+import threading
+
+from django.utils import timezone
+
+from jobs.models import AuditEntry, JobDefinition
+from runs.models import Run
+from tests.fixtures.api import assert_problem, nightly, on_demand
+
+
+def test_it_creates_a_job_with_documented_defaults(api, acme_team):
+    response = api.put("/v1/jobs/billing.export-invoices", token=acme_team, json=nightly())
+
+    assert response.status_code == 201
+    assert response.headers["Location"] == "/v1/jobs/billing.export-invoices"
+    job = response.json()
+    assert job["name"] == "billing.export-invoices"
+    assert job["tenant"] == "acme"
+    assert job["status"] == "active"
+    assert job["version"] == 1
+    assert job["schedule"] == {
+        "kind": "cron",
+        "cron": "0 2 * * *",
+        "time_zone": "Europe/Berlin",
+        "at": None,
+        "jitter_seconds": 0,
+        "missed_run_policy": "run_once",
+        "starting_deadline_seconds": None,
+    }
+    assert job["target"] == {"kind": "external", "ref": None}
+    assert job["priority"] == "default"
+    assert job["timeout_seconds"] == 900
+    assert job["retry"] == {"max_attempts": 5, "base_seconds": 30, "max_seconds": 1800}
+    assert job["concurrency"] is None
+    assert job["overlap_policy"] == "forbid"
+    assert job["payload"] == {}
+    # 02:00 in Berlin is 00:00 or 01:00 UTC, depending on the season.
+    assert job["next_due_at"][11:19] in ("00:00:00", "01:00:00")
+
+
+def test_it_maps_every_body_field_onto_the_definition(api, acme_team, acme):
+    body = {
+        "schedule": {
+            "kind": "cron", "cron": "*/15 * * * *", "time_zone": "America/New_York", "jitter_seconds": 30,
+            "missed_run_policy": "skip", "starting_deadline_seconds": 120,
+        },
+        "target": {"kind": "python", "ref": "billing.tasks.export"},
+        "queue": "billing",
+        "priority": "critical",
+        "timeout_seconds": 60,
+        "retry": {"max_attempts": 3, "base_seconds": 5, "max_seconds": 50},
+        "concurrency": 2,
+        "overlap_policy": "allow",
+        "payload": {"format": "pdf"},
+    }  # fmt: skip
+
+    assert api.put("/v1/jobs/billing.export", token=acme_team, json=body).status_code == 201
+
+    job = JobDefinition.objects.get(tenant=acme, name="billing.export")
+    assert (job.cron_expr, job.time_zone, job.jitter_seconds) == ("*/15 * * * *", "America/New_York", 30)
+    assert (job.missed_run_policy, job.starting_deadline_seconds) == ("skip", 120)
+    assert (job.target_kind, job.target_ref, job.queue) == ("python", "billing.tasks.export", "billing")
+    assert (job.priority, job.timeout_seconds, job.concurrency) == (JobDefinition.Priority.CRITICAL, 60, 2)
+    assert (job.max_attempts, job.retry_base_seconds, job.retry_max_seconds) == (3, 5, 50)
+    assert (job.overlap_policy, job.payload) == ("allow", {"format": "pdf"})
+
+
+def test_it_answers_the_same_put_twice_without_a_new_version(api, acme_team, acme):
+    api.put("/v1/jobs/billing.export", token=acme_team, json=nightly())
+
+    again = api.put("/v1/jobs/billing.export", token=acme_team, json=nightly())
+
+    assert again.status_code == 200
+    assert again.json()["version"] == 1
+    assert AuditEntry.objects.filter(action="update").count() == 0
+
+
+def test_it_bumps_the_version_when_something_changed(api, acme_team):
+    api.put("/v1/jobs/billing.export", token=acme_team, json=nightly())
+
+    changed = api.put("/v1/jobs/billing.export", token=acme_team, json=nightly(priority="bulk"))
+
+    assert changed.status_code == 200
+    assert changed.json()["version"] == 2
+    assert changed.json()["priority"] == "bulk"
+
+
+def test_it_resets_omitted_fields_to_their_defaults_on_put(api, acme_team):
+    api.put("/v1/jobs/billing.export", token=acme_team, json=nightly(retry={"max_attempts": 9}, priority="bulk"))
+
+    job = api.put("/v1/jobs/billing.export", token=acme_team, json=nightly()).json()
+
+    assert job["retry"]["max_attempts"] == 5
+    assert job["priority"] == "default"
+
+
+def test_it_ignores_read_only_fields_in_the_body(api, acme_team, globex):
+    body = nightly(tenant="globex", status="paused", version=99, name="other", next_due_at="2030-01-01T00:00:00Z")
+
+    job = api.put("/v1/jobs/billing.export", token=acme_team, json=body).json()
+
+    assert (job["tenant"], job["status"], job["version"], job["name"]) == ("acme", "active", 1, "billing.export")
+    assert not JobDefinition.objects.filter(tenant=globex).exists()
+
+
+def test_it_lists_jobs_by_name_a_page_at_a_time(api, acme_team, globex_team):
+    for name in ("c.job", "a.job", "b.job"):
+        api.put(f"/v1/jobs/{name}", token=acme_team, json=on_demand())
+    api.put("/v1/jobs/globex.job", token=globex_team, json=on_demand())
+
+    first = api.get("/v1/jobs?limit=2", token=acme_team).json()
+    second = api.get(first["next"], token=acme_team).json()
+
+    assert [j["name"] for j in first["results"]] == ["a.job", "b.job"]
+    assert [j["name"] for j in second["results"]] == ["c.job"]
+    assert second["next"] is None
+
+
+def test_it_reads_one_job(api, acme_team):
+    api.put("/v1/jobs/billing.export", token=acme_team, json=nightly())
+
+    response = api.get("/v1/jobs/billing.export", token=acme_team)
+
+    assert response.status_code == 200
+    assert response.json()["schedule"]["cron"] == "0 2 * * *"
+
+
+def test_it_deletes_a_job_and_cancels_its_future_runs(api, acme_team, acme, make_run):
+    api.put("/v1/jobs/billing.export", token=acme_team, json=on_demand())
+    job = JobDefinition.objects.get(tenant=acme, name="billing.export")
+    waiting = make_run(job, due_at=timezone.now() + dt.timedelta(hours=1))
+    done = make_run(job, state="succeeded")
+
+    response = api.delete("/v1/jobs/billing.export", token=acme_team)
+
+    assert response.status_code == 200
+    assert response.json() == {"name": "billing.export", "status": "cancelled", "cancelled_runs": 1}
+    waiting.refresh_from_db()
+    done.refresh_from_db()
+    assert (waiting.state, waiting.reason) == ("cancelled", "job deleted")
+    assert done.state == "succeeded"
+    assert api.get("/v1/jobs", token=acme_team).json()["results"] == []
+    assert [j["name"] for j in api.get("/v1/jobs?status=cancelled", token=acme_team).json()["results"]] == ["billing.export"]
+    assert api.delete("/v1/jobs/billing.export", token=acme_team).json()["cancelled_runs"] == 0
+
+
+def test_it_brings_a_deleted_job_back_with_put(api, acme_team):
+    api.put("/v1/jobs/billing.export", token=acme_team, json=nightly())
+    api.delete("/v1/jobs/billing.export", token=acme_team)
+
+    again = api.put("/v1/jobs/billing.export", token=acme_team, json=nightly())
+
+    assert again.status_code == 200
+    assert again.json()["status"] == "active"
+    assert again.json()["next_due_at"] is not None
+    assert again.json()["version"] == 2
+
+
+def test_it_pauses_and_resumes_a_job(api, acme_team):
+    api.put("/v1/jobs/billing.export", token=acme_team, json=nightly())
+
+    paused = api.post("/v1/jobs/billing.export:pause", token=acme_team)
+    paused_again = api.post("/v1/jobs/billing.export:pause", token=acme_team)
+    resumed = api.post("/v1/jobs/billing.export:resume", token=acme_team)
+
+    assert (paused.status_code, paused.json()["status"]) == (200, "paused")
+    assert (paused_again.status_code, paused_again.json()["status"]) == (200, "paused")
+    assert (resumed.status_code, resumed.json()["status"]) == (200, "active")
+    assert resumed.json()["next_due_at"] is not None
+    assert list(AuditEntry.objects.filter(action__in=["pause", "resume"]).values_list("action", "actor")) == [
+        ("resume", f"token:{acme_team[:12]}"),
+        ("pause", f"token:{acme_team[:12]}"),
+    ]
+
+
+def test_it_refuses_to_act_on_a_deleted_job(api, acme_team):
+    api.put("/v1/jobs/billing.export", token=acme_team, json=nightly())
+    api.delete("/v1/jobs/billing.export", token=acme_team)
+
+    for action in ("pause", "resume", "trigger"):
+        assert_problem(api.post(f"/v1/jobs/billing.export:{action}", token=acme_team), 409, "invalid-state")
+
+
+def test_it_triggers_a_run_now(api, acme_team, acme):
+    api.put("/v1/jobs/billing.export", token=acme_team, json=on_demand(payload={"month": 5}))
+
+    response = api.post("/v1/jobs/billing.export:trigger", token=acme_team, json={"payload": {"month": 6}})
+
+    assert response.status_code == 201
+    run = Run.objects.get(pk=response.json()["id"])
+    assert (run.origin, run.state, run.payload) == ("trigger", "scheduled", {"month": 6})
+    assert response.json()["job"] == "billing.export"
+
+
+def test_it_refuses_a_trigger_while_the_concurrency_limit_is_full(api, acme_team, acme, make_run):
+    api.put("/v1/jobs/billing.export", token=acme_team, json=on_demand(concurrency=1))
+    make_run(JobDefinition.objects.get(tenant=acme, name="billing.export"), state="leased")
+
+    response = api.post("/v1/jobs/billing.export:trigger", token=acme_team)
+
+    body = assert_problem(response, 409, "concurrency-limit")
+    assert "at most 1" in body["detail"]
+
+
+def test_it_backfills_a_window_of_a_cron_job(api, acme_team, acme):
+    api.put("/v1/jobs/billing.hourly", token=acme_team, json=nightly(schedule={"kind": "cron", "cron": "0 * * * *"}))
+    end = timezone.now().replace(minute=30, second=0, microsecond=0) - dt.timedelta(hours=1)
+    start = end - dt.timedelta(hours=5)
+
+    response = api.post(
+        "/v1/jobs/billing.hourly:backfill",
+        token=acme_team,
+        json={"start": start.isoformat(), "end": end.isoformat(), "max_runs": 3},
+    )
+
+    assert response.status_code == 201, response.text
+    assert response.json()["created"] == 3
+    assert response.json()["truncated"] is True
+    assert Run.objects.filter(job__name="billing.hourly", origin="backfill").count() == 3
+
+
+def test_it_explains_a_backfill_it_cannot_do(api, acme_team):
+    api.put("/v1/jobs/billing.once", token=acme_team, json=on_demand())
+    api.put("/v1/jobs/billing.hourly", token=acme_team, json=nightly())
+    now = timezone.now()
+    window = {"start": (now - dt.timedelta(days=1)).isoformat(), "end": now.isoformat()}
+    future = {"start": now.isoformat(), "end": (now + dt.timedelta(days=1)).isoformat()}
+
+    not_cron = assert_problem(api.post("/v1/jobs/billing.once:backfill", token=acme_team, json=window), 400, "invalid-schedule")
+    too_late = assert_problem(api.post("/v1/jobs/billing.hourly:backfill", token=acme_team, json=future), 400, "validation-error")
+    naive = api.post("/v1/jobs/billing.hourly:backfill", token=acme_team, json={"start": "2026-01-01T00:00:00", "end": "2026-01-02T00:00:00"})
+
+    assert not_cron["errors"][0]["field"] == "schedule.kind"
+    assert too_late["errors"][0]["field"] == "end"
+    assert assert_problem(naive, 400, "validation-error")["errors"][0]["field"] == "start"
+
+
+def test_it_creates_a_job_once_under_concurrent_puts(api, acme_team, acme):
+    answers = []
+    start = threading.Barrier(6)
+
+    def deploy():
+        own = api.fresh()
+        start.wait()
+        answers.append(own.put("/v1/jobs/billing.export", token=acme_team, json=nightly()).status_code)
+
+    threads = [threading.Thread(target=deploy) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert sorted(answers) == [200] * 5 + [201]
+    job = JobDefinition.objects.get(tenant=acme, name="billing.export")
+    assert job.version == 1

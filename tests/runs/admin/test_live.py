@@ -1,0 +1,137 @@
+"""Live updates: the web process notices changes made by other processes and tells only the right tenants."""
+
+import asyncio
+import datetime as dt
+import socket
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.db import connections
+from django.test import override_settings
+from django.utils import timezone
+
+from runs.admin import live
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def cookie_for(client, user):
+    client.force_login(user)
+    return [(b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()), (b"origin", b"http://127.0.0.1")]
+
+
+async def db(fn):
+    """Run ORM code in the thread the consumer uses, so the test leaves one connection to close."""
+    return await database_sync_to_async(fn)()
+
+
+async def closed(communicator):
+    await communicator.disconnect()
+    await database_sync_to_async(connections.close_all)()
+
+
+async def connect(headers):
+    from scheduler_project.asgi import application
+
+    communicator = WebsocketCommunicator(application, "/ws/live/", headers=headers)
+    connected, code = await communicator.connect()
+    return communicator, connected, code
+
+
+def test_it_moves_the_watermark_when_another_process_writes(acme, make_job, make_run):
+    before = live.read_watermark()
+    job = make_job(acme, "a.job")
+    make_run(job)
+    after = live.read_watermark()
+    assert after.run > before.run
+    assert live.changed_tenants(before, after) == {acme.pk}
+
+
+def test_it_names_the_tenants_of_new_attempts_claims_and_dead_letters(acme, globex, make_job, make_run, make_dead):
+    run = make_run(make_job(acme, "a.job"))
+    mark = live.read_watermark()
+    make_dead(make_job(globex, "g.job"), timezone.now())
+    assert live.changed_tenants(mark, live.read_watermark()) == {globex.pk}
+    assert run.tenant_id == acme.pk
+
+
+def test_it_refuses_anonymous_and_tenantless_connections(db, django_user_model):
+    async def story():
+        communicator, connected, code = await connect([(b"origin", b"http://127.0.0.1")])
+        assert not connected and code == 4401
+        await database_sync_to_async(connections.close_all)()
+
+    asyncio.run(story())
+
+
+def test_it_tells_alice_about_acme_and_never_about_globex(client, alice, acme, globex, make_job, make_run):
+    headers = cookie_for(client, alice)
+    ours, theirs = make_job(acme, "a.job"), make_job(globex, "g.job")
+
+    async def story():
+        communicator, connected, _ = await connect(headers)
+        assert connected
+        await asyncio.sleep(0.1)
+        await live.poller.poll_once(get_channel_layer())  # the baseline
+        await db(lambda: make_run(theirs))
+        await live.poller.poll_once(get_channel_layer())
+        assert await communicator.receive_nothing(timeout=0.3)
+        await db(lambda: make_run(ours, due_at=timezone.now() + dt.timedelta(minutes=1)))
+        await live.poller.poll_once(get_channel_layer())
+        message = await communicator.receive_json_from(timeout=2)
+        assert message["type"] == "changed" and message["tenants"] == [acme.pk]
+        await closed(communicator)
+
+    asyncio.run(story())
+
+
+def test_it_polls_by_itself_while_a_page_listens(client, carol, acme, make_job, make_run):
+    headers = cookie_for(client, carol)
+    job = make_job(acme, "a.job")
+
+    async def story():
+        with override_settings(DUETIME_LIVE_POLL_SECONDS=0.1):
+            communicator, connected, _ = await connect(headers)
+            assert connected
+            await asyncio.sleep(0.4)  # the poller has its baseline
+            await db(lambda: make_run(job))
+            message = await communicator.receive_json_from(timeout=3)
+            assert acme.pk in message["tenants"]  # Carol, a superuser, hears every tenant
+            await closed(communicator)
+
+    asyncio.run(story())
+
+
+def redis_up():
+    try:
+        socket.create_connection(("127.0.0.1", 6379), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not redis_up(), reason="no Redis on 127.0.0.1:6379")
+def test_it_works_over_the_redis_channel_layer(client, alice, acme, make_job, make_run):
+    headers = cookie_for(client, alice)
+    job = make_job(acme, "a.job")
+    layers = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"], "prefix": "duetime-test"}}}
+
+    async def story():
+        from channels.layers import channel_layers
+
+        with override_settings(CHANNEL_LAYERS=layers):
+            channel_layers.backends.clear()
+            communicator, connected, _ = await connect(headers)
+            assert connected
+            layer = get_channel_layer()
+            await live.poller.poll_once(layer)
+            await db(lambda: make_run(job))
+            await live.poller.poll_once(layer)
+            message = await communicator.receive_json_from(timeout=3)
+            assert message["tenants"] == [acme.pk]
+            await closed(communicator)
+        channel_layers.backends.clear()
+
+    asyncio.run(story())

@@ -1,0 +1,91 @@
+"""Rollups: attempts folded once into minute and hour rows; percentiles read back within 12 %."""
+
+import datetime as dt
+import threading
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from runs import rollups
+from runs.rollups import JobHour, RollupCursor, TenantMinute, lateness_bin, percentile
+from runs.admin.stats import job_lateness, lateness_series
+
+
+def test_it_reads_percentiles_back_within_the_bin_width():
+    histogram = {}
+    for ms in range(1, 1001):
+        rollups.merge(histogram, {lateness_bin(ms): 1})
+    for q, true in ((50, 500), (95, 950), (99, 990)):
+        assert abs(percentile(histogram, q) - true) / true < 0.13
+
+
+def test_it_folds_each_attempt_once_by_tenant_minute_and_job_hour(acme, globex, make_job, make_run, make_attempt):
+    # Mid-hour, so every attempt starts and ends in the same hour (one JobHour per job).
+    now = timezone.now().replace(minute=30, second=30) - dt.timedelta(hours=1)
+    ours, theirs = make_job(acme, "a.job"), make_job(globex, "g.job")
+    for i, (job, late) in enumerate(((ours, 2), (ours, 4), (theirs, 9))):
+        run = make_run(job, state="succeeded", due_at=now - dt.timedelta(minutes=10, seconds=i))
+        make_attempt(run, late=dt.timedelta(seconds=late), ended=now - dt.timedelta(minutes=9))
+    assert rollups.tick(now) == 3
+    assert rollups.tick(now) == 0  # the cursor moved: nothing is counted twice
+    acme_rows = TenantMinute.objects.filter(tenant=acme)
+    assert sum(r.first_attempts for r in acme_rows) == 2 and sum(r.succeeded for r in acme_rows) == 2
+    assert JobHour.objects.get(job=theirs).lateness_ms_max == 9000
+    assert job_lateness(ours, now)["count"] == 2
+    assert lateness_series(acme, now, dt.timedelta(hours=1), dt.timedelta(minutes=1))["overall"]["count"] == 2
+
+
+def test_it_waits_for_attempts_that_just_ended(acme, make_job, make_run, make_attempt):
+    now = timezone.now()
+    run = make_run(make_job(acme, "a.job"), state="succeeded", due_at=now - dt.timedelta(seconds=5))
+    make_attempt(run, late=dt.timedelta(seconds=1), ended=now)
+    assert rollups.tick(now) == 0
+    assert rollups.tick(now + rollups.SETTLE + dt.timedelta(seconds=1)) == 1
+
+
+def test_it_counts_retries_outcomes_but_lateness_only_for_first_attempts(acme, make_job, make_run, make_attempt):
+    now = timezone.now()
+    run = make_run(make_job(acme, "a.job"), state="succeeded", due_at=now - dt.timedelta(minutes=5), attempt=2)
+    make_attempt(run, attempt=1, late=dt.timedelta(seconds=1), outcome="failed", ended=now - dt.timedelta(minutes=4))
+    make_attempt(run, attempt=2, late=dt.timedelta(seconds=50), outcome="succeeded", ended=now - dt.timedelta(minutes=3))
+    rollups.tick(now)
+    rows = TenantMinute.objects.filter(tenant=run.tenant)
+    assert sum(r.first_attempts for r in rows) == 1
+    assert (sum(r.failed for r in rows), sum(r.succeeded for r in rows)) == (1, 1)
+
+
+def test_it_prunes_rows_past_the_retention(acme):
+    old = timezone.now() - rollups.RETENTION - dt.timedelta(hours=1)
+    TenantMinute.objects.create(tenant=acme, minute=old)
+    rollups._last_prune["at"] = None
+    assert rollups.prune(timezone.now()) == 1
+
+
+@pytest.mark.concurrency
+@pytest.mark.django_db(transaction=True)
+def test_it_never_double_counts_when_two_schedulers_tick_at_once(acme, make_job, make_run, make_attempt):
+    if connection.vendor != "postgresql":
+        pytest.skip("real concurrent writers need PostgreSQL")
+    now = timezone.now()
+    job = make_job(acme, "a.job")
+    for i in range(200):
+        run = make_run(job, state="succeeded", due_at=now - dt.timedelta(minutes=30, seconds=i))
+        make_attempt(run, ended=now - dt.timedelta(minutes=20))
+    barrier, counts = threading.Barrier(2), []
+
+    def tick():
+        barrier.wait()
+        counts.append(rollups.tick(now, batch=50))
+        while (n := rollups.tick(now, batch=50)):
+            counts.append(n)
+        connection.close()
+
+    threads = [threading.Thread(target=tick) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(counts) == 200
+    assert sum(r.first_attempts for r in TenantMinute.objects.all()) == 200
+    assert RollupCursor.objects.get(name="attempts").last_id > 0
