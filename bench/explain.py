@@ -20,7 +20,9 @@ def run(options):
         raise SystemExit("bench explain needs PostgreSQL")
     tenant, job = bench_tenant("explain")
     if options["future"]:
-        insert_runs(job, db_now() + dt.timedelta(days=3), options["future"], spacing_seconds=0.2, start_index=10_000_000)
+        insert_runs(
+            job, db_now() + dt.timedelta(days=3), options["future"], spacing_seconds=0.2, start_index=10_000_000
+        )
     insert_runs(job, db_now(), options["runs"])
     settle()
     timings = {}
@@ -49,7 +51,13 @@ def run(options):
         _explain(cursor, "complete_runs", completion, timings)
         _explain(cursor, "expire_leases", {"now": None, "n": 1000}, timings)
         transaction.set_rollback(True)
-    return {"workload": "explain", "tenant": tenant.name, "rows_in_runs_run": total, "batch": len(ids), "execution_ms": timings}
+    return {
+        "workload": "explain",
+        "tenant": tenant.name,
+        "rows_in_runs_run": total,
+        "batch": len(ids),
+        "execution_ms": timings,
+    }
 
 
 def _explain(cursor, name, params, timings):

@@ -31,7 +31,16 @@ DAYS = 30
 REPEAT = 20
 TARGET_MS = 300
 CHUNK = 1_000_000
-EXPRESSIONS = ["* * * * *", "*/5 * * * *", "0 * * * *", "30 2 * * *", "*/15 * * * *", "0 */2 * * *", "15 * * * *", "0 9 * * 1-5"]
+EXPRESSIONS = [
+    "* * * * *",
+    "*/5 * * * *",
+    "0 * * * *",
+    "30 2 * * *",
+    "*/15 * * * *",
+    "0 */2 * * *",
+    "15 * * * *",
+    "0 9 * * 1-5",
+]
 QUEUES = ["default", "reports", "billing", "email"]
 
 
@@ -68,9 +77,15 @@ def prepare(runs):
     jobs = JobDefinition.objects.bulk_create(
         [
             JobDefinition(
-                tenant=tenant, name=f"bench.job-{i:03d}", schedule_kind="cron", cron_expr=EXPRESSIONS[i % len(EXPRESSIONS)],
-                time_zone=("UTC", "Europe/Berlin", "America/New_York")[i % 3], queue=QUEUES[i % len(QUEUES)],
-                target_ref="bench.handlers.noop", jitter_seconds=(0, 0, 300)[i % 3], shard=shard_for(TENANT, f"bench.job-{i:03d}"),
+                tenant=tenant,
+                name=f"bench.job-{i:03d}",
+                schedule_kind="cron",
+                cron_expr=EXPRESSIONS[i % len(EXPRESSIONS)],
+                time_zone=("UTC", "Europe/Berlin", "America/New_York")[i % 3],
+                queue=QUEUES[i % len(QUEUES)],
+                target_ref="bench.handlers.noop",
+                jitter_seconds=(0, 0, 300)[i % 3],
+                shard=shard_for(TENANT, f"bench.job-{i:03d}"),
                 next_due_at=None,  # never materialised by a scheduler running meanwhile
             )
             for i in range(JOBS)
@@ -79,7 +94,19 @@ def prepare(runs):
     job_ids = [j.pk for j in jobs]
     with connection.cursor() as cursor:
         for start in range(0, runs, CHUNK):
-            cursor.execute(INSERT_RUNS, {"tenant": tenant.pk, "job_ids": job_ids, "jobs": JOBS, "n": runs, "start": start, "stop": min(runs, start + CHUNK) - 1, "days": DAYS, "queues": QUEUES})
+            cursor.execute(
+                INSERT_RUNS,
+                {
+                    "tenant": tenant.pk,
+                    "job_ids": job_ids,
+                    "jobs": JOBS,
+                    "n": runs,
+                    "start": start,
+                    "stop": min(runs, start + CHUNK) - 1,
+                    "days": DAYS,
+                    "queues": QUEUES,
+                },
+            )
         cursor.execute(INSERT_ATTEMPTS, {"tenant": tenant.pk})
         cursor.execute(INSERT_DEAD_LETTERS, {"tenant": tenant.pk})
         cursor.execute(INSERT_TENANT_MINUTES, {"tenant": tenant.pk})
@@ -97,7 +124,9 @@ def _count(tenant):
 
 def _drop(tenant):
     with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM runs_attempt a USING runs_run r WHERE a.run_id = r.id AND r.tenant_id = %s", [tenant.pk])
+        cursor.execute(
+            "DELETE FROM runs_attempt a USING runs_run r WHERE a.run_id = r.id AND r.tenant_id = %s", [tenant.pk]
+        )
         for table in ("dlq_deadletter", "runs_tenantminute", "runs_jobhour", "runs_run", "jobs_auditentry"):
             cursor.execute(f"DELETE FROM {table} WHERE tenant_id = %s", [tenant.pk])
     tenant.delete()
@@ -211,4 +240,3 @@ def measure(tenant, repeat):
             "max_ms": round(timings[-1], 1),
         }
     return results
-

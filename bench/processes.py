@@ -16,10 +16,26 @@ class Fleet:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.children = []
         if scheduler:
-            self.children.append(subprocess.Popen([sys.executable, MANAGE, "run_scheduler", "--skip-checks"], env=env, stderr=subprocess.DEVNULL))
+            self.children.append(
+                subprocess.Popen(
+                    [sys.executable, MANAGE, "run_scheduler", "--skip-checks"], env=env, stderr=subprocess.DEVNULL
+                )
+            )
         for i in range(workers):
-            cmd = [sys.executable, MANAGE, "run_worker", "--skip-checks", "--queues", queue, "--concurrency", str(concurrency),
-                   "--batch", str(batch), "--worker-id", f"bench-w{i}"]
+            cmd = [
+                sys.executable,
+                MANAGE,
+                "run_worker",
+                "--skip-checks",
+                "--queues",
+                queue,
+                "--concurrency",
+                str(concurrency),
+                "--batch",
+                str(batch),
+                "--worker-id",
+                f"bench-w{i}",
+            ]
             self.children.append(subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL))
 
     def stop(self):

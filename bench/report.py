@@ -45,14 +45,13 @@ def figures(tenant, expected, since=None):
         runs = runs.filter(created_at__gte=since)
         first = first.filter(run__created_at__gte=since)
     lateness_ms = sorted(
-        (a - b).total_seconds() * 1000 for a, b in first.values_list("started_at", "available_at").iterator(chunk_size=5000)
+        (a - b).total_seconds() * 1000
+        for a, b in first.values_list("started_at", "available_at").iterator(chunk_size=5000)
     )
     span = first.aggregate(start=Min("started_at"), end=Max("ended_at"), last_start=Max("started_at"))
     attempts = Attempt.objects.filter(run__tenant=tenant)
     succeeded = runs.filter(state="succeeded").count()
-    duplicates = (
-        attempts.values("run_id").annotate(n=Count("id")).filter(n__gt=1).count()
-    )
+    duplicates = attempts.values("run_id").annotate(n=Count("id")).filter(n__gt=1).count()
     early = attempts.filter(Q(started_at__lt=F("available_at")) | Q(started_at__lt=F("run__due_at"))).count()
     elapsed = (span["end"] - span["start"]).total_seconds() if span["start"] else None
     return {

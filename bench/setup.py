@@ -43,9 +43,18 @@ def insert_runs(job, first_due, count, spacing_seconds=0.0, start_index=0):
                      LATERAL (SELECT %(first)s::timestamptz + make_interval(secs => (i - %(start)s) * %(spacing)s)) AS t(d)
                 """,
                 {
-                    "job": job.pk, "tenant": job.tenant_id, "max_attempts": job.max_attempts, "timeout": job.timeout_seconds,
-                    "name": job.name, "queue": job.queue, "priority": job.priority, "shard": job.shard,
-                    "start": start_index, "count": count, "first": first_due, "spacing": spacing_seconds,
+                    "job": job.pk,
+                    "tenant": job.tenant_id,
+                    "max_attempts": job.max_attempts,
+                    "timeout": job.timeout_seconds,
+                    "name": job.name,
+                    "queue": job.queue,
+                    "priority": job.priority,
+                    "shard": job.shard,
+                    "start": start_index,
+                    "count": count,
+                    "first": first_due,
+                    "spacing": spacing_seconds,
                 },
             )
             return

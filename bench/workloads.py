@@ -79,7 +79,9 @@ def backlog(options):
     last = None
     for phase in ("without_backlog", "with_backlog"):
         if phase == "with_backlog":
-            insert_runs(job, db_now() + dt.timedelta(days=3), options["future"], spacing_seconds=0.2, start_index=10_000_000)
+            insert_runs(
+                job, db_now() + dt.timedelta(days=3), options["future"], spacing_seconds=0.2, start_index=10_000_000
+            )
         for _ in range(repeat):
             last = _drain_once(tenant, job, runs, options, start_index=sum(map(len, rates.values())) * runs)
             rates[phase].append(last["runs_per_s"])

@@ -34,4 +34,6 @@ def record(actor, action, obj, *, tenant=None, detail=None, note=""):
 
 def record_many(actor, action, objs, *, detail=None, note=""):
     """One entry per object, in one INSERT (bulk portal actions)."""
-    return AuditEntry.objects.bulk_create([entry(actor, action, obj, detail=detail, note=note) for obj in objs], batch_size=1000)
+    return AuditEntry.objects.bulk_create(
+        [entry(actor, action, obj, detail=detail, note=note) for obj in objs], batch_size=1000
+    )

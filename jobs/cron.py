@@ -23,10 +23,11 @@ import hashlib
 import heapq
 import itertools
 import zoneinfo
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from croniter import croniter
 
@@ -37,12 +38,15 @@ HORIZON_YEARS = 8
 
 FIELD_NAMES = "minute hour day-of-month month day-of-week"
 MACROS = {
-    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-MONTHS = ("january february march april may june july august september "
-          "october november december").split()
+MONTHS = ("january february march april may june july august september october november december").split()
 WEEKDAYS = "sunday monday tuesday wednesday thursday friday saturday".split()
 # Zone keys that zoneinfo loads but that are not places: "localtime" is the
 # host's setting, "Factory" means "zone not configured".
@@ -80,8 +84,7 @@ _FIELDS = (
     _Field("hour", 0, 23, "0-23"),
     _Field("day-of-month", 1, 31, "1-31"),
     _Field("month", 1, 12, "1-12 or jan-dec", tuple(m[:3] for m in MONTHS)),
-    _Field("day-of-week", 0, 7, "0-7 (0 and 7 are Sunday) or sun-sat",
-           tuple(d[:3] for d in WEEKDAYS)),
+    _Field("day-of-week", 0, 7, "0-7 (0 and 7 are Sunday) or sun-sat", tuple(d[:3] for d in WEEKDAYS)),
 )
 
 
@@ -120,22 +123,25 @@ def _parse_text(expression: str) -> _Spec:
         fields = _expand_macro(expression, fields[0].lower()).split()
     if len(fields) != 5:
         empty = "the expression is empty; " if not fields else ""
-        raise CronError(f"'{expression}': {empty}expected 5 fields ({FIELD_NAMES}) "
-                        "or a macro like @daily")
+        raise CronError(f"'{expression}': {empty}expected 5 fields ({FIELD_NAMES}) or a macro like @daily")
     values = [_parse_field(expression, f, t) for f, t in zip(_FIELDS, fields)]
     values[4] = tuple(sorted({v % 7 for v in values[4]}))  # 7 is Sunday too
     dom_star, dow_star = fields[2].startswith("*"), fields[4].startswith("*")
-    return _Spec(tuple(values), days_or=not (dom_star or dow_star),
-                 wildcard=fields[0].startswith("*") or fields[1].startswith("*"))
+    return _Spec(
+        tuple(values),
+        days_or=not (dom_star or dow_star),
+        wildcard=fields[0].startswith("*") or fields[1].startswith("*"),
+    )
 
 
 def _expand_macro(expression: str, macro: str) -> str:
     if macro == "@reboot":
-        raise CronError(f"'{expression}': @reboot is not supported: Duetime runs schedules, "
-                        "not boot hooks; use @daily or a 5-field expression")
+        raise CronError(
+            f"'{expression}': @reboot is not supported: Duetime runs schedules, "
+            "not boot hooks; use @daily or a 5-field expression"
+        )
     if macro not in MACROS:
-        raise CronError(f"'{expression}': unknown macro; use one of {', '.join(MACROS)} "
-                        f"or 5 fields ({FIELD_NAMES})")
+        raise CronError(f"'{expression}': unknown macro; use one of {', '.join(MACROS)} or 5 fields ({FIELD_NAMES})")
     return MACROS[macro]
 
 
@@ -153,8 +159,7 @@ def _parse_item(expression: str, field: _Field, item: str) -> range:
     """
     span, slash, step_text = item.partition("/")
     if not span:
-        raise CronError(f"'{expression}': {field.name} has an empty list item or range; "
-                        "write values like 1,15 or 1-5")
+        raise CronError(f"'{expression}': {field.name} has an empty list item or range; write values like 1,15 or 1-5")
     step = _step(expression, field, step_text) if slash else 1
     if span == "*":
         return range(field.low, field.high + 1, step)
@@ -175,8 +180,9 @@ def _value(expression: str, field: _Field, token: str) -> int:
         value = field.low + field.names.index(token.lower())
     else:
         kind = "a number or a name" if field.names else "a number"
-        raise CronError(f"'{expression}': {field.name} value '{token}' is not {kind}; "
-                        f"{field.name} must be {field.allowed}")
+        raise CronError(
+            f"'{expression}': {field.name} value '{token}' is not {kind}; {field.name} must be {field.allowed}"
+        )
     if not field.low <= value <= field.high:
         raise CronError(f"'{expression}': {field.name} must be {field.allowed}")
     return value
@@ -185,8 +191,9 @@ def _value(expression: str, field: _Field, token: str) -> int:
 def _step(expression: str, field: _Field, text: str) -> int:
     size = field.high - field.low + 1
     if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= size:
-        raise CronError(f"'{expression}': {field.name} step must be a whole number from 1 to "
-                        f"{size}, as in */5 (got '{text}')")
+        raise CronError(
+            f"'{expression}': {field.name} step must be a whole number from 1 to {size}, as in */5 (got '{text}')"
+        )
     return int(text)
 
 
@@ -196,8 +203,7 @@ def get_zone(name: str) -> zoneinfo.ZoneInfo:
         return name
     known = _zone_names().get(str(name).casefold())
     if not isinstance(name, str) or known != name:
-        hint = (f"did you mean {known}?" if known
-                else "for example Europe/Berlin or America/New_York")
+        hint = f"did you mean {known}?" if known else "for example Europe/Berlin or America/New_York"
         raise ZoneError(f"'{name}' is not an IANA time zone ({hint})")
     return zoneinfo.ZoneInfo(name)
 
@@ -342,10 +348,16 @@ def _walker(spec: _Spec) -> croniter:
     # schedule both stay lists even when one is full (`0 0 1-31 * 1` is every
     # day). It would also OR `*/2` with a weekday; Vixie ANDs it, hence
     # day_or comes from the field text, not from croniter's guess.
-    expression = " ".join((text(minute, 60), text(hour, 24), text(day, 31, spec.days_or),
-                           text(month, 12), text(weekday, 7, spec.days_or)))
-    return croniter(expression, datetime(2000, 1, 1), ret_type=datetime, day_or=spec.days_or,
-                    max_years_between_matches=HORIZON_YEARS)
+    expression = " ".join(
+        (text(minute, 60), text(hour, 24), text(day, 31, spec.days_or), text(month, 12), text(weekday, 7, spec.days_or))
+    )
+    return croniter(
+        expression,
+        datetime(2000, 1, 1),
+        ret_type=datetime,
+        day_or=spec.days_or,
+        max_years_between_matches=HORIZON_YEARS,
+    )
 
 
 def _offset(wall: datetime, zone: zoneinfo.ZoneInfo, fold: int) -> timedelta:
@@ -454,8 +466,7 @@ def _describe_days(spec: _Spec) -> str:
 def _weekdays(weekday: tuple[int, ...]) -> str:
     """ "Monday to Friday" or "on Monday and Thursday", counting the week from Monday."""
     monday_first = sorted(weekday, key=lambda d: (d + 6) % 7)
-    runs = _runs([(d + 6) % 7 for d in monday_first],
-                 lambda i: WEEKDAYS[(i + 1) % 7].title(), " to ")
+    runs = _runs([(d + 6) % 7 for d in monday_first], lambda i: WEEKDAYS[(i + 1) % 7].title(), " to ")
     return runs[0] if len(runs) == 1 and " to " in runs[0] else f"on {_join(runs)}"
 
 
@@ -469,8 +480,8 @@ def _runs(values, show, dash: str = "-") -> list[str]:
         if end >= 2:
             items.append(f"{show(values[0])}{dash}{show(values[end])}")
         else:
-            items += [show(v) for v in values[:end + 1]]
-        values = values[end + 1:]
+            items += [show(v) for v in values[: end + 1]]
+        values = values[end + 1 :]
     return items
 
 
@@ -497,8 +508,7 @@ def _note(event: _Event, zone: zoneinfo.ZoneInfo, wildcard: bool) -> str:
     elif event.kind == SECOND:
         minutes = (_offset(wall, zone, 0) - _offset(wall, zone, 1)) // timedelta(minutes=1)
         repeated = "hour" if minutes == 60 else f"{minutes} minutes"
-        notes.append(f"repeated {repeated}: fires on both passes; "
-                     f"this is the second ({local:%H:%M %Z})")
+        notes.append(f"repeated {repeated}: fires on both passes; this is the second ({local:%H:%M %Z})")
     return "; ".join(notes)
 
 
@@ -509,8 +519,7 @@ def _gap(walls: tuple[datetime, ...], zone: zoneinfo.ZoneInfo) -> str:
     after = at.astimezone(zone)
     shown = "%H:%M" if before.date() == after.date() else "%Y-%m-%d %H:%M"  # Samoa, 2011
     verb = "does not" if len(walls) == 1 else "do not"
-    return (f"{verb} exist on {walls[0]:%Y-%m-%d} in {zone.key} "
-            f"(clocks jump {before:{shown}}→{after:{shown}})")
+    return f"{verb} exist on {walls[0]:%Y-%m-%d} in {zone.key} (clocks jump {before:{shown}}→{after:{shown}})"
 
 
 def _span(walls: tuple[datetime, ...]) -> str:

@@ -55,7 +55,9 @@ def read_key(request):
         return None
     if len(key) > MAX_KEY_LENGTH or not re.fullmatch(KEY_PATTERN, key):
         detail = f"must be 1-{MAX_KEY_LENGTH} visible ASCII characters, for example a UUID"
-        raise Problem("validation-error", f"{HEADER} {detail}.", errors=[{"field": HEADER, "pointer": "#", "detail": detail}])
+        raise Problem(
+            "validation-error", f"{HEADER} {detail}.", errors=[{"field": HEADER, "pointer": "#", "detail": detail}]
+        )
     return key
 
 
@@ -93,18 +95,24 @@ def begin(tenant, key, request_hash, now=None):
             f"A request with {HEADER} {key!r} is still being processed; retry in a moment to get its answer.",
             headers={"Retry-After": "1"},
         )
-    raise Problem("idempotency-key-in-use", f"{HEADER} {key!r} is contended; retry in a moment.", headers={"Retry-After": "1"})
+    raise Problem(
+        "idempotency-key-in-use", f"{HEADER} {key!r} is contended; retry in a moment.", headers={"Retry-After": "1"}
+    )
 
 
 def _take_over(record, now):
     """A crashed request left the key in flight: claim it by compare-and-set on created_at."""
-    return IdempotencyRecord.objects.filter(pk=record.pk, in_flight=True, created_at=record.created_at).update(created_at=now)
+    return IdempotencyRecord.objects.filter(pk=record.pk, in_flight=True, created_at=record.created_at).update(
+        created_at=now
+    )
 
 
 def finish(record, status, body):
     """Store a 2xx answer for replay; release the key after an error."""
     if 200 <= status < 300:
-        IdempotencyRecord.objects.filter(pk=record.pk).update(in_flight=False, response_status=status, response_body=body)
+        IdempotencyRecord.objects.filter(pk=record.pk).update(
+            in_flight=False, response_status=status, response_body=body
+        )
     else:
         IdempotencyRecord.objects.filter(pk=record.pk, in_flight=True).delete()
 
@@ -122,7 +130,9 @@ def idempotent(handler):
         request_hash = fingerprint(request.method, request.path, request.data)
         record, replay = begin(request.auth.tenant, key, request_hash)
         if replay:
-            return Response(record.response_body, status=record.response_status, headers={"Idempotent-Replayed": "true"})
+            return Response(
+                record.response_body, status=record.response_status, headers={"Idempotent-Replayed": "true"}
+            )
         try:
             response = handler(view, request, *args, **kwargs)
         except BaseException:

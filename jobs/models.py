@@ -140,7 +140,9 @@ class JobDefinition(models.Model):
     max_attempts = models.PositiveIntegerField(default=5)
     retry_base_seconds = models.PositiveIntegerField(default=30)
     retry_max_seconds = models.PositiveIntegerField(default=1800)
-    concurrency = models.PositiveIntegerField(null=True, blank=True, help_text="Most runs leased at once; empty: no limit.")
+    concurrency = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Most runs leased at once; empty: no limit."
+    )
     target_kind = models.CharField(max_length=10, choices=TargetKind.choices, default=TargetKind.PYTHON)
     target_ref = models.CharField(max_length=2000, blank=True)
     payload = models.JSONField(default=dict, blank=True)
@@ -155,23 +157,37 @@ class JobDefinition(models.Model):
         ordering = ["tenant", "name"]
         constraints = [
             models.UniqueConstraint(fields=["tenant", "name"], name="jobdefinition_unique_name_per_tenant"),
-            models.CheckConstraint(condition=Q(schedule_kind__in=["cron", "at", "none"]), name="job_schedule_kind_valid"),
+            models.CheckConstraint(
+                condition=Q(schedule_kind__in=["cron", "at", "none"]), name="job_schedule_kind_valid"
+            ),
             models.CheckConstraint(condition=~Q(schedule_kind="cron") | ~Q(cron_expr=""), name="job_cron_has_expr"),
-            models.CheckConstraint(condition=~Q(schedule_kind="at") | Q(run_at__isnull=False), name="job_at_has_run_at"),
+            models.CheckConstraint(
+                condition=~Q(schedule_kind="at") | Q(run_at__isnull=False), name="job_at_has_run_at"
+            ),
             models.CheckConstraint(
                 condition=Q(missed_run_policy__in=["run_once", "run_all", "skip"]), name="job_missed_run_policy_valid"
             ),
-            models.CheckConstraint(condition=Q(overlap_policy__in=["forbid", "allow", "replace"]), name="job_overlap_valid"),
+            models.CheckConstraint(
+                condition=Q(overlap_policy__in=["forbid", "allow", "replace"]), name="job_overlap_valid"
+            ),
             models.CheckConstraint(condition=Q(priority__in=[0, 1, 2]), name="job_priority_valid"),
             models.CheckConstraint(
                 condition=Q(target_kind__in=["python", "http", "celery", "external"]), name="job_target_kind_valid"
             ),
             models.CheckConstraint(condition=Q(status__in=["active", "paused", "cancelled"]), name="job_status_valid"),
-            models.CheckConstraint(condition=Q(timeout_seconds__gte=1, timeout_seconds__lte=6 * 3600), name="job_timeout_range"),
-            models.CheckConstraint(condition=Q(max_attempts__gte=1, max_attempts__lte=100), name="job_max_attempts_range"),
+            models.CheckConstraint(
+                condition=Q(timeout_seconds__gte=1, timeout_seconds__lte=6 * 3600), name="job_timeout_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(max_attempts__gte=1, max_attempts__lte=100), name="job_max_attempts_range"
+            ),
             models.CheckConstraint(condition=Q(retry_base_seconds__gte=0), name="job_retry_base_nonneg"),
-            models.CheckConstraint(condition=Q(retry_max_seconds__gte=models.F("retry_base_seconds")), name="job_retry_max_ge_base"),
-            models.CheckConstraint(condition=Q(concurrency__isnull=True) | Q(concurrency__gte=1), name="job_concurrency_positive"),
+            models.CheckConstraint(
+                condition=Q(retry_max_seconds__gte=models.F("retry_base_seconds")), name="job_retry_max_ge_base"
+            ),
+            models.CheckConstraint(
+                condition=Q(concurrency__isnull=True) | Q(concurrency__gte=1), name="job_concurrency_positive"
+            ),
             models.CheckConstraint(condition=Q(jitter_seconds__lte=3600), name="job_jitter_at_most_1h"),
             models.CheckConstraint(condition=Q(shard__gte=0, shard__lt=SHARDS), name="job_shard_range"),
         ]
@@ -256,4 +272,3 @@ class IdempotencyRecord(models.Model):
 def shard_for(tenant_name, job_name):
     digest = hashlib.blake2b(f"{tenant_name}/{job_name}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") % SHARDS
-

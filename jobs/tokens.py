@@ -46,7 +46,9 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         scheme, _, secret = header.partition(" ")
         if scheme.lower() != "bearer" or not secret.strip():
             raise exceptions.AuthenticationFailed("Send 'Authorization: Bearer <token secret>'.")
-        token = ApiToken.objects.select_related("tenant").filter(secret_hash=ApiToken.hash_secret(secret.strip())).first()
+        token = (
+            ApiToken.objects.select_related("tenant").filter(secret_hash=ApiToken.hash_secret(secret.strip())).first()
+        )
         if token is None:
             raise exceptions.AuthenticationFailed("The token is not known.")
         if token.revoked_at is not None:

@@ -66,9 +66,12 @@ def clean_definition(job):
 
 def _check_name(job):
     if not re.fullmatch(NAME_RE, job.name or ""):
-        yield "name", (
-            f"'{job.name}' is not a valid job name: use 1-200 lowercase letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit (for example billing.export-invoices)"
+        yield (
+            "name",
+            (
+                f"'{job.name}' is not a valid job name: use 1-200 lowercase letters, digits, '.', '_' or '-', "
+                "starting with a letter or digit (for example billing.export-invoices)"
+            ),
         )
     if not re.fullmatch(QUEUE_RE, job.queue or ""):
         yield "queue", f"'{job.queue}' is not a valid queue name: use 1-64 lowercase letters, digits, '.', '_' or '-'"
@@ -91,7 +94,7 @@ def _check_schedule(job):
             except cron.CronError as exc:
                 yield "cron_expr", str(exc)
     elif job.cron_expr:
-        yield "cron_expr", f"only a cron schedule takes an expression; clear it or set the schedule kind to cron"
+        yield "cron_expr", "only a cron schedule takes an expression; clear it or set the schedule kind to cron"
     if kind == "at" and job.run_at is None:
         yield "run_at", "an 'at' schedule needs the instant to run at (ISO 8601 with an offset)"
     if job.missed_run_policy not in JobDefinition.MissedRunPolicy.values:

@@ -74,13 +74,21 @@ def trigger_many(queryset, *, actor, note="", now=None):
         jobs = list(queryset.exclude(status=Status.CANCELLED).select_related("tenant").order_by("pk"))
         runs = []
         for job in jobs:
-            runs += build_runs(job, [now], origin=Run.Origin.TRIGGER, key=f"{job.name}@{Run.Origin.TRIGGER}-{uuid.uuid4()}")
+            runs += build_runs(
+                job, [now], origin=Run.Origin.TRIGGER, key=f"{job.name}@{Run.Origin.TRIGGER}-{uuid.uuid4()}"
+            )
         runs = Run.objects.bulk_create(runs, batch_size=1000)
         AuditEntry.objects.bulk_create(
             [
                 AuditEntry(
-                    tenant_id=job.tenant_id, actor=actor, action=Run.Origin.TRIGGER, object_type=job._meta.label_lower,
-                    object_id=str(job.pk), object_repr=str(job)[:200], detail={"run": run.pk, "due_at": now.isoformat()}, note=note,
+                    tenant_id=job.tenant_id,
+                    actor=actor,
+                    action=Run.Origin.TRIGGER,
+                    object_type=job._meta.label_lower,
+                    object_id=str(job.pk),
+                    object_repr=str(job)[:200],
+                    detail={"run": run.pk, "due_at": now.isoformat()},
+                    note=note,
                 )
                 for job, run in zip(jobs, runs)
             ],
@@ -95,7 +103,8 @@ def cancel_runs(queryset, *, actor, reason, note="", now=None, limit=100_000):
     with transaction.atomic():
         waiting = transitions.cancel_waiting(queryset, reason=reason, now=now, limit=limit)
         leased = [
-            run for run in queryset.filter(state=S.LEASED).select_related("tenant")[:limit]
+            run
+            for run in queryset.filter(state=S.LEASED).select_related("tenant")[:limit]
             if transitions.cancel_run(run, reason=reason, now=now)
         ]
         done = waiting + leased

@@ -14,7 +14,7 @@ from jobs import audit, cron
 from jobs.definitions import first_due
 from jobs.models import JobDefinition
 from runs import transitions
-from runs.materialize import missed_summary, build_runs, skipped_rows, upcoming
+from runs.materialize import build_runs, missed_summary, skipped_rows, upcoming
 from runs.models import Run
 
 Status = JobDefinition.Status

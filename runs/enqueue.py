@@ -18,7 +18,16 @@ from runs.models import Run
 
 
 def enqueue(
-    job, *, run_at=None, delay_seconds=None, payload=None, idempotency_key=None, origin=Run.Origin.API, actor=None, note="", now=None
+    job,
+    *,
+    run_at=None,
+    delay_seconds=None,
+    payload=None,
+    idempotency_key=None,
+    origin=Run.Origin.API,
+    actor=None,
+    note="",
+    now=None,
 ):
     """Create a run of `job`; returns (run, created). Raises ValidationError on bad input."""
     now = now or timezone.now()
@@ -34,7 +43,9 @@ def enqueue(
             raise ValidationError({"payload": [f"payload {problem}"]})
     due = run_at or now + dt.timedelta(seconds=delay_seconds or 0)
     if idempotency_key is not None and origin == Run.Origin.API:
-        existing = Run.objects.filter(tenant_id=job.tenant_id, origin=Run.Origin.API, idempotency_key=idempotency_key).first()
+        existing = Run.objects.filter(
+            tenant_id=job.tenant_id, origin=Run.Origin.API, idempotency_key=idempotency_key
+        ).first()
         if existing and existing.job_id != job.pk:
             raise ValidationError({"idempotency_key": [f"'{idempotency_key}' was already used for another job's run"]})
         if existing:

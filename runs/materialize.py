@@ -84,7 +84,10 @@ def _apply_missed_policy(job, now, missed, result, cap):
         missed = [t for t in missed if t >= deadline]
         if expired:
             result.skipped.append(
-                missed_summary(expired, f"missed while no scheduler ran, older than the starting deadline ({job.starting_deadline_seconds} s)")
+                missed_summary(
+                    expired,
+                    f"missed while no scheduler ran, older than the starting deadline ({job.starting_deadline_seconds} s)",
+                )
             )
     if not missed:
         return
@@ -93,7 +96,9 @@ def _apply_missed_policy(job, now, missed, result, cap):
     elif policy == JobDefinition.MissedRunPolicy.RUN_ONCE:
         if len(missed) > 1:
             result.skipped.append(
-                missed_summary(missed[:-1], "missed while no scheduler ran; run_once runs only the latest missed occurrence")
+                missed_summary(
+                    missed[:-1], "missed while no scheduler ran; run_once runs only the latest missed occurrence"
+                )
             )
         result.runs.insert(0, missed[-1])
     else:
@@ -107,7 +112,12 @@ def _apply_missed_policy(job, now, missed, result, cap):
 def missed_summary(times, reason):
     if len(times) == 1:
         return (times[0], None, 1, reason)
-    return (times[0], times[-1], len(times), f"{reason}: {len(times)} occurrences from {times[0]:%Y-%m-%d %H:%M} to {times[-1]:%Y-%m-%d %H:%M} UTC")
+    return (
+        times[0],
+        times[-1],
+        len(times),
+        f"{reason}: {len(times)} occurrences from {times[0]:%Y-%m-%d %H:%M} to {times[-1]:%Y-%m-%d %H:%M} UTC",
+    )
 
 
 def build_runs(job, due_times, *, origin=Run.Origin.SCHEDULE, payload=None, key=None):

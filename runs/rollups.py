@@ -141,7 +141,13 @@ def _floor(at, unit):
 
 
 def _blank():
-    return {"first_attempts": 0, "lateness_ms_sum": 0, "lateness_ms_max": 0, "histogram": {}, **dict.fromkeys(OUTCOMES, 0)}
+    return {
+        "first_attempts": 0,
+        "lateness_ms_sum": 0,
+        "lateness_ms_max": 0,
+        "histogram": {},
+        **dict.fromkeys(OUTCOMES, 0),
+    }
 
 
 def fold(rows):
@@ -214,12 +220,16 @@ def tick(now, *, batch=BATCH):
     with transaction.atomic():
         cursor = RollupCursor.objects.select_for_update().filter(name="attempts").first()
         if cursor is None:
-            RollupCursor.objects.bulk_create([RollupCursor(name="attempts", last_id=_start_cursor(now))], ignore_conflicts=True)
+            RollupCursor.objects.bulk_create(
+                [RollupCursor(name="attempts", last_id=_start_cursor(now))], ignore_conflicts=True
+            )
             cursor = RollupCursor.objects.select_for_update().get(name="attempts")
         rows = list(
             Attempt.objects.filter(id__gt=cursor.last_id)
             .order_by("id")
-            .values_list("id", "attempt", "started_at", "available_at", "ended_at", "outcome", "run__tenant_id", "run__job_id")[:batch]
+            .values_list(
+                "id", "attempt", "started_at", "available_at", "ended_at", "outcome", "run__tenant_id", "run__job_id"
+            )[:batch]
         )
         settled = []
         for row in rows:

@@ -22,7 +22,7 @@ from runs.models import ShardLease
 from runs.transitions import next_fencing_tokens
 
 LEASE_TTL = dt.timedelta(seconds=15)
-EPOCH_START = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+EPOCH_START = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def shard_name(shard):
@@ -45,7 +45,9 @@ def live_nodes(owner, now):
     until = now + LEASE_TTL
     if not ShardLease.objects.filter(name=node_name(owner)).update(owner=owner, expires_at=until):
         (epoch,) = next_fencing_tokens(1)
-        ShardLease.objects.get_or_create(name=node_name(owner), defaults={"owner": owner, "epoch": epoch, "expires_at": until})
+        ShardLease.objects.get_or_create(
+            name=node_name(owner), defaults={"owner": owner, "epoch": epoch, "expires_at": until}
+        )
     return ShardLease.objects.filter(name__startswith="node:", expires_at__gt=now).count()
 
 

@@ -13,7 +13,6 @@ import http.client
 import importlib
 import ipaddress
 import json
-import socket
 import threading
 import traceback
 import urllib.parse
@@ -149,7 +148,7 @@ def post(url, ctx, timeout_seconds):
         conn.request("POST", path, body=body, headers=headers)
         response = conn.getresponse()
         text = response.read(2000).decode(errors="replace")
-    except socket.timeout as exc:
+    except TimeoutError as exc:
         raise TimeoutError(f"no answer from {parts.hostname} within {timeout_seconds} s") from exc
     finally:
         conn.close()

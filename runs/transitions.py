@@ -72,7 +72,12 @@ def heartbeat(run_id, fencing_token, lease_seconds, *, now=None):
         if connection.vendor == "postgresql":
             params = {"id": run_id, "token": fencing_token, "lease": lease_seconds, "now": now}
         else:
-            params = {"id": run_id, "token": fencing_token, "lease": lease_seconds, "now": sql.db_time(now or timezone.now())}
+            params = {
+                "id": run_id,
+                "token": fencing_token,
+                "lease": lease_seconds,
+                "now": sql.db_time(now or timezone.now()),
+            }
         cursor.execute(sql.query("heartbeat"), params)
         row = cursor.fetchone()
     if row is None:
@@ -116,7 +121,9 @@ def complete_many(completions, *, now=None):
 def _complete_sqlite(completions, now):
     moved = {}
     for c in completions:
-        run = Run.objects.filter(pk=c.run_id, fencing_token=c.fencing_token, state=S.LEASED).select_related("job").first()
+        run = (
+            Run.objects.filter(pk=c.run_id, fencing_token=c.fencing_token, state=S.LEASED).select_related("job").first()
+        )
         if run is None:
             continue
         if c.outcome == "succeeded":
@@ -131,7 +138,12 @@ def _complete_sqlite(completions, now):
 
 def _finish_attempt(run, state, outcome, error, now):
     """SQLite: end `run`'s current attempt (run locked by the IMMEDIATE transaction)."""
-    values = {"state": state, "lease_expires_at": None, "last_error": error, "finished_at": None if state == S.RETRY_WAIT else now}
+    values = {
+        "state": state,
+        "lease_expires_at": None,
+        "last_error": error,
+        "finished_at": None if state == S.RETRY_WAIT else now,
+    }
     if state == S.RETRY_WAIT:
         job = run.job
         values["available_at"] = now + dt.timedelta(
@@ -263,7 +275,9 @@ def cancel_future_runs(job_ids, *, reason, now=None):
 
 def locked(queryset, **expected):
     """The rows of `queryset` in their expected state, locked (their own table only), tenant loaded."""
-    rows = queryset.model.objects.select_for_update(of=("self",)).filter(pk__in=queryset.order_by().values("pk"), **expected)
+    rows = queryset.model.objects.select_for_update(of=("self",)).filter(
+        pk__in=queryset.order_by().values("pk"), **expected
+    )
     return list(rows.select_related("tenant").order_by("pk"))
 
 
@@ -278,11 +292,17 @@ def replay_many(dead_letters, *, actor, now=None):
     with transaction.atomic():
         letters = locked(dead_letters, replayed_at=None, discarded_at=None)
         dead = set(
-            Run.objects.select_for_update().filter(pk__in=[d.run_id for d in letters], state=S.DEAD).values_list("pk", flat=True)
+            Run.objects.select_for_update()
+            .filter(pk__in=[d.run_id for d in letters], state=S.DEAD)
+            .values_list("pk", flat=True)
         )
         letters = [d for d in letters if d.run_id in dead]
         DeadLetter.objects.filter(pk__in=[d.pk for d in letters]).update(replayed_at=now, resolved_by=actor)
-        budgets = dict(apps.get_model("jobs", "JobDefinition").objects.filter(pk__in={d.job_id for d in letters}).values_list("pk", "max_attempts"))
+        budgets = dict(
+            apps.get_model("jobs", "JobDefinition")
+            .objects.filter(pk__in={d.job_id for d in letters})
+            .values_list("pk", "max_attempts")
+        )
         by_budget = {}
         for d in letters:
             by_budget.setdefault(budgets[d.job_id], []).append(d.run_id)
@@ -304,7 +324,9 @@ def discard_many(dead_letters, *, actor, now=None):
     DeadLetter = apps.get_model("dlq", "DeadLetter")
     with transaction.atomic():
         letters = locked(dead_letters, replayed_at=None, discarded_at=None)
-        DeadLetter.objects.filter(pk__in=[d.pk for d in letters]).update(discarded_at=now or timezone.now(), resolved_by=actor)
+        DeadLetter.objects.filter(pk__in=[d.pk for d in letters]).update(
+            discarded_at=now or timezone.now(), resolved_by=actor
+        )
     return letters
 
 

@@ -47,7 +47,9 @@ def default_worker_id():
 
 
 class Worker:
-    def __init__(self, queues, concurrency=10, *, worker_id=None, batch=None, lease_seconds=None, heartbeat_seconds=None):
+    def __init__(
+        self, queues, concurrency=10, *, worker_id=None, batch=None, lease_seconds=None, heartbeat_seconds=None
+    ):
         self.queues = list(queues)
         self.concurrency = concurrency
         self.worker_id = worker_id or default_worker_id()
@@ -78,7 +80,9 @@ class Worker:
             # Claim whole batches: many small claims cost more than one big one.
             leases = []
             if self.claiming and free > 0 and (free >= self.batch or not self.inflight):
-                leases = claims.claim(self.queues, min(free, self.batch), self.worker_id, lease_seconds=self.lease_seconds)
+                leases = claims.claim(
+                    self.queues, min(free, self.batch), self.worker_id, lease_seconds=self.lease_seconds
+                )
         for lease in leases:  # only once committed
             self._start(lease)
         result.claimed = len(leases)
@@ -110,9 +114,13 @@ class Worker:
         for run_id, outcome in done:
             item = self.inflight.pop(run_id)
             if outcome.outcome != "timed_out" and time.monotonic() - item.started > item.lease.timeout_seconds:
-                outcome = targets.Outcome("timed_out", f"ran longer than timeout_seconds ({item.lease.timeout_seconds})")
+                outcome = targets.Outcome(
+                    "timed_out", f"ran longer than timeout_seconds ({item.lease.timeout_seconds})"
+                )
             completions.append(
-                transitions.Completion(run_id, item.lease.fencing_token, outcome.outcome, outcome.error, outcome.retryable)
+                transitions.Completion(
+                    run_id, item.lease.fencing_token, outcome.outcome, outcome.error, outcome.retryable
+                )
             )
         moved = transitions.complete_many(completions)
         stale = [c.run_id for c in completions if c.run_id not in moved]

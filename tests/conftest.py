@@ -17,7 +17,7 @@ from runs.models import Run
 # Fixtures of the API (a live server, bearer tokens) and the portal (logged-in actors).
 pytest_plugins = ["tests.fixtures.api", "tests.fixtures.portal"]
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 NOW = dt.datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
 _tokens = itertools.count(10_000_000)
 

@@ -25,5 +25,12 @@ def hold_then_report(ctx):
         while time.monotonic() < deadline and not ctx.lease_lost:
             time.sleep(0.05)
     (report / f"{ctx.attempt}.json").write_text(
-        json.dumps({"attempt": ctx.attempt, "token": ctx.fencing_token, "lease_lost": ctx.lease_lost, "key": ctx.idempotency_key})
+        json.dumps(
+            {
+                "attempt": ctx.attempt,
+                "token": ctx.fencing_token,
+                "lease_lost": ctx.lease_lost,
+                "key": ctx.idempotency_key,
+            }
+        )
     )

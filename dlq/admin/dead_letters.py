@@ -19,8 +19,8 @@ from runs import bulk
 from runs.admin.runs import CappedPaginator, JobFilter
 from runs.models import Run
 from scheduler_project.admin import scoping
-from scheduler_project.admin.site import STATE_SYMBOLS, TenantFilter, TenantScopedAdmin, site, status_text
 from scheduler_project.admin.confirm import confirm_action
+from scheduler_project.admin.site import STATE_SYMBOLS, TenantFilter, TenantScopedAdmin, site, status_text
 
 
 def dead_letter_status(dl):
@@ -54,7 +54,20 @@ class DeadLetterAdmin(TenantScopedAdmin):
     paginator = CappedPaginator
     list_per_page = 50
     actions = ["replay_dead_letters", "discard_dead_letters"]
-    fields = ["run_link", "job", "tenant", "status_shown", "dead_at", "attempts", "error_full", "payload", "idempotency_key", "replayed_at", "discarded_at", "resolved_by"]
+    fields = [
+        "run_link",
+        "job",
+        "tenant",
+        "status_shown",
+        "dead_at",
+        "attempts",
+        "error_full",
+        "payload",
+        "idempotency_key",
+        "replayed_at",
+        "discarded_at",
+        "resolved_by",
+    ]
     readonly_fields = fields
 
     class Media:
@@ -94,7 +107,9 @@ class DeadLetterAdmin(TenantScopedAdmin):
     def run_link(self, dl):
         from django.urls import reverse
 
-        return format_html('<a href="{}">run {}</a> ({})', reverse("admin:runs_run_change", args=[dl.run_id]), dl.run_id, dl.run.state)
+        return format_html(
+            '<a href="{}">run {}</a> ({})', reverse("admin:runs_run_change", args=[dl.run_id]), dl.run_id, dl.run.state
+        )
 
     @admin.display(description="last error")
     def error_full(self, dl):
@@ -102,7 +117,9 @@ class DeadLetterAdmin(TenantScopedAdmin):
 
     @admin.display(description="payload")
     def payload(self, dl):
-        return format_html('<pre class="portal-pre">{}</pre>', json.dumps(dl.run.payload, indent=2, ensure_ascii=False)[:20_000])
+        return format_html(
+            '<pre class="portal-pre">{}</pre>', json.dumps(dl.run.payload, indent=2, ensure_ascii=False)[:20_000]
+        )
 
     @admin.display(description="idempotency key")
     def idempotency_key(self, dl):
@@ -121,7 +138,15 @@ class DeadLetterAdmin(TenantScopedAdmin):
                     f"{scheduled_forbid} of them are scheduled occurrences of jobs with overlap policy forbid: "
                     "each is skipped if a run of its job is still running when it is claimed.",
                 ],
-                "rows": [(dl, f"replay run {dl.run_id} of {dl.job}" if dl.is_open else f"unchanged ({dead_letter_status(dl)})") for dl in qs.select_related("job")[:60]],
+                "rows": [
+                    (
+                        dl,
+                        f"replay run {dl.run_id} of {dl.job}"
+                        if dl.is_open
+                        else f"unchanged ({dead_letter_status(dl)})",
+                    )
+                    for dl in qs.select_related("job")[:60]
+                ],
                 "blocked": n == 0,
             }
 
@@ -129,15 +154,30 @@ class DeadLetterAdmin(TenantScopedAdmin):
             done = bulk.replay_many(qs, actor=actor_for_user(request.user), note=data["note"])
             return f"Replayed {len(done)} dead letter(s)."
 
-        return confirm_action(self, request, queryset, action="replay_dead_letters", title="Replay dead letters", preview=preview, perform=perform, submit="Replay")
+        return confirm_action(
+            self,
+            request,
+            queryset,
+            action="replay_dead_letters",
+            title="Replay dead letters",
+            preview=preview,
+            perform=perform,
+            submit="Replay",
+        )
 
     @admin.action(description="Discard selected dead letters")
     def discard_dead_letters(self, request, queryset):
         def preview(qs, data):
             n = qs.filter(replayed_at=None, discarded_at=None).count()
             return {
-                "lines": [f"{n} open dead letter(s) will be closed without running again; their runs stay dead.", "The decision is kept in the audit log."],
-                "rows": [(dl, "discard" if dl.is_open else f"unchanged ({dead_letter_status(dl)})") for dl in qs.select_related("job")[:60]],
+                "lines": [
+                    f"{n} open dead letter(s) will be closed without running again; their runs stay dead.",
+                    "The decision is kept in the audit log.",
+                ],
+                "rows": [
+                    (dl, "discard" if dl.is_open else f"unchanged ({dead_letter_status(dl)})")
+                    for dl in qs.select_related("job")[:60]
+                ],
                 "blocked": n == 0,
             }
 
@@ -145,4 +185,13 @@ class DeadLetterAdmin(TenantScopedAdmin):
             done = bulk.discard_many(qs, actor=actor_for_user(request.user), note=data["note"])
             return f"Discarded {len(done)} dead letter(s)."
 
-        return confirm_action(self, request, queryset, action="discard_dead_letters", title="Discard dead letters", preview=preview, perform=perform, submit="Discard")
+        return confirm_action(
+            self,
+            request,
+            queryset,
+            action="discard_dead_letters",
+            title="Discard dead letters",
+            preview=preview,
+            perform=perform,
+            submit="Discard",
+        )

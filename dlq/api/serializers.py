@@ -14,7 +14,18 @@ class DeadLetterSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = DeadLetter
-        fields = ["id", "run", "job", "tenant", "status", "last_error", "dead_at", "replayed_at", "discarded_at", "resolved_by"]
+        fields = [
+            "id",
+            "run",
+            "job",
+            "tenant",
+            "status",
+            "last_error",
+            "dead_at",
+            "replayed_at",
+            "discarded_at",
+            "resolved_by",
+        ]
         read_only_fields = fields
 
     def get_status(self, letter) -> str:

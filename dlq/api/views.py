@@ -10,8 +10,8 @@ import re
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from dlq.models import DeadLetter
 from dlq.api.serializers import DeadLetterSerializer, ResolveSerializer
+from dlq.models import DeadLetter
 from jobs import audit
 from jobs.api.views import validated
 from jobs.models import NAME_RE
@@ -39,7 +39,9 @@ class DeadLetterListView(TeamEndpoint):
         summary="The tenant's dead letters, newest first",
         parameters=[
             OpenApiParameter("status", str, enum=list(STATUS_FILTERS), description="Default: open."),
-            OpenApiParameter("job", {"type": "string", "pattern": NAME_RE}, description="Only this job's dead letters."),
+            OpenApiParameter(
+                "job", {"type": "string", "pattern": NAME_RE}, description="Only this job's dead letters."
+            ),
             *PAGE_PARAMETERS,
         ],
         responses={200: page_of(DeadLetterSerializer, "DeadLetterPage"), **problem_responses(400, 404)},

@@ -37,7 +37,10 @@ def _shown(n):
 
 def _leased_by_job(jobs):
     return dict(
-        Run.objects.filter(job__in=jobs, state=Run.State.LEASED).values_list("job").annotate(n=Count("id")).values_list("job", "n")
+        Run.objects.filter(job__in=jobs, state=Run.State.LEASED)
+        .values_list("job")
+        .annotate(n=Count("id"))
+        .values_list("job", "n")
     )
 
 
@@ -61,7 +64,16 @@ def pause_jobs(modeladmin, request, queryset):
         jobs = bulk.pause_many(qs, actor=actor_for_user(request.user), note=data["note"])
         return f"Paused {len(jobs)} job(s)."
 
-    return confirm_action(modeladmin, request, queryset, action="pause_jobs", title="Pause jobs", preview=preview, perform=perform, submit="Pause")
+    return confirm_action(
+        modeladmin,
+        request,
+        queryset,
+        action="pause_jobs",
+        title="Pause jobs",
+        preview=preview,
+        perform=perform,
+        submit="Pause",
+    )
 
 
 def _passed_over(job, now, cap=1000):
@@ -82,7 +94,14 @@ def resume_jobs(modeladmin, request, queryset):
         rows = []
         for job in paused[:60]:
             missed = _passed_over(job, now)
-            rows.append((job, f"resume; {missed}{'+' if missed >= 1000 else ''} occurrence(s) passed over while paused are recorded as skipped" if missed else "resume from its next occurrence"))
+            rows.append(
+                (
+                    job,
+                    f"resume; {missed}{'+' if missed >= 1000 else ''} occurrence(s) passed over while paused are recorded as skipped"
+                    if missed
+                    else "resume from its next occurrence",
+                )
+            )
         total = qs.filter(status=Status.PAUSED).count()
         return {
             "lines": [
@@ -98,7 +117,16 @@ def resume_jobs(modeladmin, request, queryset):
         jobs = bulk.resume_many(qs, actor=actor_for_user(request.user), note=data["note"])
         return f"Resumed {len(jobs)} job(s)."
 
-    return confirm_action(modeladmin, request, queryset, action="resume_jobs", title="Resume jobs", preview=preview, perform=perform, submit="Resume")
+    return confirm_action(
+        modeladmin,
+        request,
+        queryset,
+        action="resume_jobs",
+        title="Resume jobs",
+        preview=preview,
+        perform=perform,
+        submit="Resume",
+    )
 
 
 def _overlap_effect(job, leased):
@@ -123,7 +151,9 @@ def trigger_jobs(modeladmin, request, queryset):
         return {
             "lines": [
                 f"{len(jobs)} run(s) will be created, one per job, due now (origin: trigger).",
-                f"{inactive} of them belong to paused jobs and wait until those are resumed." if inactive else "All their jobs are active: workers pick the runs up at once.",
+                f"{inactive} of them belong to paused jobs and wait until those are resumed."
+                if inactive
+                else "All their jobs are active: workers pick the runs up at once.",
                 "A triggered run is outside the schedule: the overlap policy does not skip or replace it; the job's concurrency limit still applies.",
             ],
             "rows": [(job, _overlap_effect(job, leased.get(job.pk, 0))) for job in jobs[:60]],
@@ -134,7 +164,16 @@ def trigger_jobs(modeladmin, request, queryset):
         runs = bulk.trigger_many(qs, actor=actor_for_user(request.user), note=data["note"])
         return f"Triggered {len(runs)} run(s)."
 
-    return confirm_action(modeladmin, request, queryset, action="trigger_jobs", title="Trigger jobs now", preview=preview, perform=perform, submit="Trigger now")
+    return confirm_action(
+        modeladmin,
+        request,
+        queryset,
+        action="trigger_jobs",
+        title="Trigger jobs now",
+        preview=preview,
+        perform=perform,
+        submit="Trigger now",
+    )
 
 
 @admin.action(description="Cancel selected jobs (no more runs)")
@@ -158,14 +197,30 @@ def cancel_jobs(modeladmin, request, queryset):
         jobs, cancelled = bulk.delete_many(qs, actor=actor_for_user(request.user), note=data["note"])
         return f"Cancelled {len(jobs)} job(s) and {cancelled} run(s) not yet started."
 
-    return confirm_action(modeladmin, request, queryset, action="cancel_jobs", title="Cancel jobs", preview=preview, perform=perform, submit="Cancel these jobs")
+    return confirm_action(
+        modeladmin,
+        request,
+        queryset,
+        action="cancel_jobs",
+        title="Cancel jobs",
+        preview=preview,
+        perform=perform,
+        submit="Cancel these jobs",
+    )
 
 
 class BackfillForm(NoteForm):
-    start = forms.DateTimeField(label="Window start (UTC)", help_text="Occurrences at or after this instant, e.g. 2026-05-01 00:00.")
-    end = forms.DateTimeField(label="Window end (UTC)", help_text="Occurrences before this instant; it must be in the past.")
+    start = forms.DateTimeField(
+        label="Window start (UTC)", help_text="Occurrences at or after this instant, e.g. 2026-05-01 00:00."
+    )
+    end = forms.DateTimeField(
+        label="Window end (UTC)", help_text="Occurrences before this instant; it must be in the past."
+    )
     max_runs = forms.IntegerField(
-        label="Most runs per job", initial=100, min_value=1, max_value=controls.BACKFILL_LIMIT,
+        label="Most runs per job",
+        initial=100,
+        min_value=1,
+        max_value=controls.BACKFILL_LIMIT,
         help_text=f"A cap per job (1 to {controls.BACKFILL_LIMIT:,}); occurrences beyond it are left out.",
     )
     field_order = ["start", "end", "max_runs", "note"]
@@ -198,7 +253,12 @@ def backfill_jobs(modeladmin, request, queryset):
         leased = _leased_by_job([p[0] for p in plans if p[1]][:1000])
         total = sum(p[1] for p in plans)
         rows = [
-            (job, f"left out: {problem}" if problem else f"{n} run(s){' (capped: more occurrences in the window)' if cut else ''}; {_overlap_effect(job, leased.get(job.pk, 0))}")
+            (
+                job,
+                f"left out: {problem}"
+                if problem
+                else f"{n} run(s){' (capped: more occurrences in the window)' if cut else ''}; {_overlap_effect(job, leased.get(job.pk, 0))}",
+            )
             for job, n, cut, problem in plans
         ]
         return {
@@ -218,7 +278,13 @@ def backfill_jobs(modeladmin, request, queryset):
             "title": "Backfill in progress",
             "opts": JobDefinition._meta,
             "plan": [
-                {"job": job.pk, "name": str(job), "total": n, "start": data["start"].isoformat(), "end": data["end"].isoformat()}
+                {
+                    "job": job.pk,
+                    "name": str(job),
+                    "total": n,
+                    "start": data["start"].isoformat(),
+                    "end": data["end"].isoformat(),
+                }
                 for job, n in plans
             ],
             "note": data["note"],
@@ -226,8 +292,15 @@ def backfill_jobs(modeladmin, request, queryset):
         return TemplateResponse(request, "portal/backfill_progress.html", context)
 
     return confirm_action(
-        modeladmin, request, queryset, action="backfill_jobs", title="Backfill jobs", preview=preview, perform=perform,
-        form_class=BackfillForm, submit="Start backfill",
+        modeladmin,
+        request,
+        queryset,
+        action="backfill_jobs",
+        title="Backfill jobs",
+        preview=preview,
+        perform=perform,
+        form_class=BackfillForm,
+        submit="Start backfill",
     )
 
 

@@ -28,15 +28,22 @@ from jobs.models import QUEUE_RE, ApiToken, AuditEntry, JobDefinition, Tenant
 from runs.admin import stats
 from runs.models import Run
 from scheduler_project.admin import scoping
-from scheduler_project.admin.site import STATE_SYMBOLS, TenantFilter, TenantScopedAdmin, site, status_text
 from scheduler_project.admin.confirm import confirm_action
+from scheduler_project.admin.site import STATE_SYMBOLS, TenantFilter, TenantScopedAdmin, site, status_text
 
 FINISHED_STATES = ("succeeded", "dead", "cancelled", "skipped")
 
 
 @admin.register(Tenant, site=site)
 class TenantAdmin(TenantScopedAdmin):
-    list_display = ["name", "max_definitions", "max_pending_runs", "max_concurrent_runs", "enqueue_rate_per_minute", "created_at"]
+    list_display = [
+        "name",
+        "max_definitions",
+        "max_pending_runs",
+        "max_concurrent_runs",
+        "enqueue_rate_per_minute",
+        "created_at",
+    ]
     search_fields = ["name"]
     filter_horizontal = ["members"]
 
@@ -85,7 +92,11 @@ def zoned(instant, zone_name):
     local = instant.astimezone(cron.get_zone(zone_name))
     utc = instant.astimezone(dt.UTC)
     same_day = local.date() == utc.date()
-    return f"{local:%Y-%m-%d %H:%M %Z} ({utc:%H:%M} UTC)" if same_day else f"{local:%Y-%m-%d %H:%M %Z} ({utc:%Y-%m-%d %H:%M} UTC)"
+    return (
+        f"{local:%Y-%m-%d %H:%M %Z} ({utc:%H:%M} UTC)"
+        if same_day
+        else f"{local:%Y-%m-%d %H:%M %Z} ({utc:%Y-%m-%d %H:%M} UTC)"
+    )
 
 
 class JobDefinitionForm(forms.ModelForm):
@@ -112,10 +123,31 @@ class JobDefinitionAdmin(TenantScopedAdmin):
     readonly_fields = ["schedule_preview", "next_due_at", "shard", "version", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["tenant", "name", "status"]}),
-        ("Schedule", {"fields": ["schedule_kind", "cron_expr", "run_at", "time_zone", "schedule_preview", "jitter_seconds", "missed_run_policy", "starting_deadline_seconds", "overlap_policy"]}),
-        ("Execution", {"fields": ["target_kind", "target_ref", "payload", "queue", "priority", "timeout_seconds", "concurrency"]}),
+        (
+            "Schedule",
+            {
+                "fields": [
+                    "schedule_kind",
+                    "cron_expr",
+                    "run_at",
+                    "time_zone",
+                    "schedule_preview",
+                    "jitter_seconds",
+                    "missed_run_policy",
+                    "starting_deadline_seconds",
+                    "overlap_policy",
+                ]
+            },
+        ),
+        (
+            "Execution",
+            {"fields": ["target_kind", "target_ref", "payload", "queue", "priority", "timeout_seconds", "concurrency"]},
+        ),
         ("Retries", {"fields": ["max_attempts", "retry_base_seconds", "retry_max_seconds"]}),
-        ("Bookkeeping", {"classes": ["collapse"], "fields": ["next_due_at", "shard", "version", "created_at", "updated_at"]}),
+        (
+            "Bookkeeping",
+            {"classes": ["collapse"], "fields": ["next_due_at", "shard", "version", "created_at", "updated_at"]},
+        ),
     ]
 
     class Media:
@@ -180,11 +212,14 @@ class JobDefinitionAdmin(TenantScopedAdmin):
     def schedule_preview(self, job):
         url = reverse("admin:portal_schedule_preview")
         overview = reverse("admin:portal_job", args=[job.pk]) if job.pk else ""
-        link = format_html(' <a href="{}">Job page: history and why the last run failed</a>', overview) if overview else ""
+        link = (
+            format_html(' <a href="{}">Job page: history and why the last run failed</a>', overview) if overview else ""
+        )
         return format_html(
             '<div id="schedule-preview" data-url="{}" aria-live="polite" aria-atomic="true">'
             '<p class="help">Type a cron expression and a time zone to see the next runs here.</p></div>{}',
-            url, link,
+            url,
+            link,
         )
 
     def save_model(self, request, obj, form, change):
@@ -194,14 +229,22 @@ class JobDefinitionAdmin(TenantScopedAdmin):
 
     def get_urls(self):
         return [
-            path("backfill-step/", self.admin_site.admin_view(self.backfill_step_view), name="jobs_jobdefinition_backfill_step"),
+            path(
+                "backfill-step/",
+                self.admin_site.admin_view(self.backfill_step_view),
+                name="jobs_jobdefinition_backfill_step",
+            ),
         ] + super().get_urls()
 
     def backfill_step_view(self, request):
         """POST one backfill chunk for the progress page; answers JSON."""
         if request.method != "POST":
             raise Http404
-        job = scoping.scope(JobDefinition.objects.select_related("tenant"), request.user).filter(pk=request.POST.get("job")).first()
+        job = (
+            scoping.scope(JobDefinition.objects.select_related("tenant"), request.user)
+            .filter(pk=request.POST.get("job"))
+            .first()
+        )
         if job is None:
             raise Http404("No such job.")
         if not self.has_change_permission(request, job):
@@ -217,12 +260,16 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         except (ValueError, ValidationError) as exc:
             messages = exc.messages if isinstance(exc, ValidationError) else [str(exc)]
             return JsonResponse({"error": "; ".join(messages)}, status=400)
-        return JsonResponse({"created": created, "cursor": following.isoformat(), "remaining": remaining - created, "done": done})
+        return JsonResponse(
+            {"created": created, "cursor": following.isoformat(), "remaining": remaining - created, "done": done}
+        )
 
 
 class TokenCreateForm(forms.ModelForm):
     queue_names = forms.CharField(
-        label="Queues", required=False, help_text="Worker tokens: comma-separated queues it may lease from, e.g. default,reports."
+        label="Queues",
+        required=False,
+        help_text="Worker tokens: comma-separated queues it may lease from, e.g. default,reports.",
     )
 
     class Meta:
@@ -235,10 +282,14 @@ class TokenCreateForm(forms.ModelForm):
         if data.get("kind") == ApiToken.Kind.WORKER and not queues:
             self.add_error("queue_names", "A worker token leases from named queues: list at least one.")
         if data.get("kind") == ApiToken.Kind.TEAM and queues:
-            self.add_error("queue_names", "Queues are for worker tokens; a team token acts on all of its tenant's jobs.")
+            self.add_error(
+                "queue_names", "Queues are for worker tokens; a team token acts on all of its tenant's jobs."
+            )
         bad = [q for q in queues if not re.fullmatch(QUEUE_RE, q)]
         if bad:
-            self.add_error("queue_names", f"Not a queue name: {', '.join(bad)} (use lowercase letters, digits, '.', '_' or '-').")
+            self.add_error(
+                "queue_names", f"Not a queue name: {', '.join(bad)} (use lowercase letters, digits, '.', '_' or '-')."
+            )
         data["queues"] = queues
         return data
 
@@ -276,12 +327,26 @@ class ApiTokenAdmin(TenantScopedAdmin):
     def save_model(self, request, obj, form, change):
         with transaction.atomic():
             token, secret = ApiToken.issue(obj.tenant, obj.kind, name=obj.name, queues=form.cleaned_data["queues"])
-            audit.record(actor_for_user(request.user), "issue_token", token, detail={"kind": token.kind, "queues": token.queues})
-        obj.pk, obj.prefix, obj.secret_hash, obj.queues, obj.created_at = token.pk, token.prefix, token.secret_hash, token.queues, token.created_at
+            audit.record(
+                actor_for_user(request.user), "issue_token", token, detail={"kind": token.kind, "queues": token.queues}
+            )
+        obj.pk, obj.prefix, obj.secret_hash, obj.queues, obj.created_at = (
+            token.pk,
+            token.prefix,
+            token.secret_hash,
+            token.queues,
+            token.created_at,
+        )
         request._duetime_secret = secret
 
     def response_add(self, request, obj, post_url_continue=None):
-        context = {**self.admin_site.each_context(request), "title": "Token created", "token": obj, "secret": request._duetime_secret, "opts": self.opts}
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Token created",
+            "token": obj,
+            "secret": request._duetime_secret,
+            "opts": self.opts,
+        }
         return TemplateResponse(request, "portal/token_secret.html", context)
 
     @admin.action(description="Revoke selected tokens")
@@ -290,7 +355,10 @@ class ApiTokenAdmin(TenantScopedAdmin):
             live = qs.filter(revoked_at=None)
             n = live.count()
             return {
-                "lines": [f"{n} active token(s) will stop working at once; callers using them get 401.", "A revoked token cannot be restored: issue a new one."],
+                "lines": [
+                    f"{n} active token(s) will stop working at once; callers using them get 401.",
+                    "A revoked token cannot be restored: issue a new one.",
+                ],
                 "rows": [(t, "revoke" if t.is_active else "already revoked") for t in qs[:60]],
                 "blocked": n == 0,
             }
@@ -303,7 +371,16 @@ class ApiTokenAdmin(TenantScopedAdmin):
                 audit.record_many(actor_for_user(request.user), "revoke_token", tokens, note=data["note"])
             return f"Revoked {len(tokens)} token(s)."
 
-        return confirm_action(self, request, queryset, action="revoke_tokens", title="Revoke tokens", preview=preview, perform=perform, submit="Revoke")
+        return confirm_action(
+            self,
+            request,
+            queryset,
+            action="revoke_tokens",
+            title="Revoke tokens",
+            preview=preview,
+            perform=perform,
+            submit="Revoke",
+        )
 
 
 @admin.register(AuditEntry, site=site)

@@ -58,7 +58,9 @@ def preview(request):
     except ValueError:
         count = 8
     if not expr:
-        return JsonResponse({"ok": False, "field": "cron_expr", "error": "Enter a cron expression, e.g. 0 2 * * * for 02:00 every day."})
+        return JsonResponse(
+            {"ok": False, "field": "cron_expr", "error": "Enter a cron expression, e.g. 0 2 * * * for 02:00 every day."}
+        )
     return JsonResponse(preview_data(expr, zone, timezone.now(), count))
 
 
@@ -68,7 +70,9 @@ def heatmap_page(request):
     jobs = []
     if tenant is not None:
         jobs = list(
-            JobDefinition.objects.filter(tenant=tenant, status="active", schedule_kind="cron").select_related("tenant")[:5000]
+            JobDefinition.objects.filter(tenant=tenant, status="active", schedule_kind="cron").select_related("tenant")[
+                :5000
+            ]
         )
     hm = heatmap(jobs, now)
     top = max(hm.counts) if jobs else 0

@@ -35,7 +35,15 @@ BODY_PATHS = {
     "retry_base_seconds": "retry.base_seconds",
     "retry_max_seconds": "retry.max_seconds",
 }
-SCHEDULE_FIELDS = {"schedule_kind", "cron_expr", "run_at", "time_zone", "jitter_seconds", "missed_run_policy", "starting_deadline_seconds"}
+SCHEDULE_FIELDS = {
+    "schedule_kind",
+    "cron_expr",
+    "run_at",
+    "time_zone",
+    "jitter_seconds",
+    "missed_run_policy",
+    "starting_deadline_seconds",
+}
 PRIORITIES = {choice.label: choice.value for choice in JobDefinition.Priority}
 
 
@@ -141,7 +149,12 @@ class PriorityField(serializers.ChoiceField):
 class ScheduleSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(JobDefinition.ScheduleKind.values, source="schedule_kind")
     cron = Text(
-        source="cron_expr", max_length=200, required=False, allow_null=True, allow_blank=True, default=None,
+        source="cron_expr",
+        max_length=200,
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
         help_text="Five fields or a macro (@daily); kind cron only.",
     )
     time_zone = Text(max_length=64, default="UTC", help_text="IANA zone, e.g. Europe/Berlin.")
@@ -165,7 +178,12 @@ class ScheduleSerializer(serializers.Serializer):
 class TargetSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(JobDefinition.TargetKind.values, source="target_kind")
     ref = Text(
-        source="target_ref", max_length=2000, required=False, allow_null=True, allow_blank=True, default=None,
+        source="target_ref",
+        max_length=2000,
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
         help_text="python: dotted path; http: URL; celery: task name; external: null.",
     )
 
@@ -196,7 +214,9 @@ class JobSerializer(serializers.Serializer):
     timeout_seconds = Integer(min_value=1, max_value=6 * 3600, default=900)
     retry = RetrySerializer(source="*", required=False)
     concurrency = Integer(min_value=1, max_value=2**31 - 1, allow_null=True, default=None)
-    overlap_policy = serializers.ChoiceField(JobDefinition.OverlapPolicy.values, default=JobDefinition.OverlapPolicy.FORBID)
+    overlap_policy = serializers.ChoiceField(
+        JobDefinition.OverlapPolicy.values, default=JobDefinition.OverlapPolicy.FORBID
+    )
     payload = PayloadField(default=dict)
     next_due_at = serializers.DateTimeField(read_only=True, allow_null=True)
     version = serializers.IntegerField(read_only=True)
@@ -214,7 +234,11 @@ class JobSerializer(serializers.Serializer):
 def body_errors(message_dict):
     """jobs.validation's {model field: [messages]} as problem `errors` named by body path."""
     return [
-        {"field": BODY_PATHS.get(field, field), "pointer": "#/" + BODY_PATHS.get(field, field).replace(".", "/"), "detail": message}
+        {
+            "field": BODY_PATHS.get(field, field),
+            "pointer": "#/" + BODY_PATHS.get(field, field).replace(".", "/"),
+            "detail": message,
+        }
         for field, messages in message_dict.items()
         for message in messages
     ]

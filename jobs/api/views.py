@@ -13,8 +13,6 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schem
 from rest_framework.response import Response
 
 from jobs import idempotency, quotas
-from jobs.definitions import first_due, save_definition
-from jobs.models import NAME_RE, JobDefinition
 from jobs.api.serializers import (
     BackfillResultSerializer,
     BackfillSerializer,
@@ -24,10 +22,12 @@ from jobs.api.serializers import (
     body_errors,
     is_schedule_error,
 )
+from jobs.definitions import first_due, save_definition
+from jobs.models import NAME_RE, JobDefinition
 from jobs.tokens import get_scoped, scoped
 from runs import controls, enqueue
-from runs.models import Run
 from runs.api.serializers import RunSerializer
+from runs.models import Run
 from scheduler_project.api.endpoints import PAGE_PARAMETERS, CursorPage, TeamEndpoint, page_of
 from scheduler_project.api.problems import Problem, field_errors, invalid, problem_responses
 
@@ -79,7 +79,9 @@ class JobListView(TeamEndpoint):
         operation_id="jobs_list",
         summary="List the tenant's jobs by name",
         parameters=[
-            OpenApiParameter("status", str, enum=["active", "paused", "cancelled"], description="Default: active and paused."),
+            OpenApiParameter(
+                "status", str, enum=["active", "paused", "cancelled"], description="Default: active and paused."
+            ),
             *PAGE_PARAMETERS,
         ],
         responses={200: page_of(JobSerializer, "JobPage"), **problem_responses(400, 404)},
@@ -104,7 +106,12 @@ class JobNamePage(CursorPage):
 
 
 class JobView(TeamEndpoint):
-    @extend_schema(operation_id="jobs_get", summary="Read a job", parameters=[NAME], responses={200: JobSerializer, **problem_responses(404)})
+    @extend_schema(
+        operation_id="jobs_get",
+        summary="Read a job",
+        parameters=[NAME],
+        responses={200: JobSerializer, **problem_responses(404)},
+    )
     def get(self, request, name):
         return Response(JobSerializer(job_or_404(request, name)).data)
 

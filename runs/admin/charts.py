@@ -55,12 +55,16 @@ def line_chart(points, *, title, description, format_value, label_time, series=(
     for tick in ticks:
         _, y = xy(0, tick)
         parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
-        parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11" fill="currentColor">{escape(format_value(tick))}</text>')
+        parts.append(
+            f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11" fill="currentColor">{escape(format_value(tick))}</text>'
+        )
     label_every = max(1, len(points) // 6)
     for i, point in enumerate(points):
         if i % label_every == 0:
             x, _ = xy(i, 0)
-            parts.append(f'<text x="{x:.1f}" y="{HEIGHT - 12}" text-anchor="middle" font-size="11" fill="currentColor">{escape(label_time(point["at"]))}</text>')
+            parts.append(
+                f'<text x="{x:.1f}" y="{HEIGHT - 12}" text-anchor="middle" font-size="11" fill="currentColor">{escape(label_time(point["at"]))}</text>'
+            )
     for name in series:
         style = SERIES_STYLE[name]
         path, pen_up = [], True
@@ -76,7 +80,9 @@ def line_chart(points, *, title, description, format_value, label_time, series=(
                 parts.append(_marker(style["marker"], x, y, style["color"]))
         if path:
             dash = f' stroke-dasharray="{style["dash"]}"' if style["dash"] else ""
-            parts.append(f'<path class="series series-{name}" d="{" ".join(path)}" fill="none" stroke="{style["color"]}" stroke-width="2"{dash}/>')
+            parts.append(
+                f'<path class="series series-{name}" d="{" ".join(path)}" fill="none" stroke="{style["color"]}" stroke-width="2"{dash}/>'
+            )
     parts.append(_legend(series))
     parts.append("</svg>")
     return mark_safe("".join(parts))
@@ -89,7 +95,7 @@ def _legend(series):
         dash = f' stroke-dasharray="{style["dash"]}"' if style["dash"] else ""
         items.append(
             f'<line x1="{x}" x2="{x + 24}" y1="{TOP}" y2="{TOP}" stroke="{style["color"]}" stroke-width="2"{dash}/>'
-            f'{_marker(style["marker"], x + 12, TOP, style["color"])}'
+            f"{_marker(style['marker'], x + 12, TOP, style['color'])}"
             f'<text x="{x + 30}" y="{TOP + 4}" font-size="12" fill="currentColor">{name}</text>'
         )
         x += 80
@@ -109,10 +115,16 @@ def bar_chart(points, *, title, description, label_time, chart_id="bars"):
     for i, point in enumerate(points):
         h = plot_h * point["count"] / top
         x = LEFT + i * width
-        parts.append(f'<rect x="{x + 1:.1f}" y="{TOP + plot_h - h:.1f}" width="{max(1, width - 2):.1f}" height="{h:.1f}" fill="#6b46c1"/>')
+        parts.append(
+            f'<rect x="{x + 1:.1f}" y="{TOP + plot_h - h:.1f}" width="{max(1, width - 2):.1f}" height="{h:.1f}" fill="#6b46c1"/>'
+        )
         if point["count"]:
-            parts.append(f'<text x="{x + width / 2:.1f}" y="{TOP + plot_h - h - 3:.1f}" text-anchor="middle" font-size="10" fill="currentColor">{point["count"]}</text>')
+            parts.append(
+                f'<text x="{x + width / 2:.1f}" y="{TOP + plot_h - h - 3:.1f}" text-anchor="middle" font-size="10" fill="currentColor">{point["count"]}</text>'
+            )
         if i % 4 == 0:
-            parts.append(f'<text x="{x + width / 2:.1f}" y="{HEIGHT - 12}" text-anchor="middle" font-size="11" fill="currentColor">{escape(label_time(point["at"]))}</text>')
+            parts.append(
+                f'<text x="{x + width / 2:.1f}" y="{HEIGHT - 12}" text-anchor="middle" font-size="11" fill="currentColor">{escape(label_time(point["at"]))}</text>'
+            )
     parts.append("</svg>")
     return mark_safe("".join(parts))

@@ -19,8 +19,7 @@ from django.utils import timezone
 
 from jobs import cron
 from jobs.models import JobDefinition
-from runs.admin import charts
-from runs.admin import stats
+from runs.admin import charts, stats
 from scheduler_project.admin import scoping
 from scheduler_project.admin.site import site
 
@@ -62,7 +61,9 @@ def overview(request):
     hour = stats.lateness_series(tenant, now, stats.HOUR, dt.timedelta(minutes=1))["overall"]
     day_growth = stats.dead_letters_per_hour(tenant, now)
     context = _context(
-        request, f"Overview: {tenant.name}", tenant,
+        request,
+        f"Overview: {tenant.name}",
+        tenant,
         live=[(state, n, capped) for state, (n, capped) in counts["live"].items()],
         finished=[(state, n) for state, (n, _) in counts["finished"].items()],
         backlog=backlog,
@@ -73,9 +74,11 @@ def overview(request):
         outcomes_hour=stats.outcomes(tenant, now, stats.HOUR),
         dead_growth_total=sum(p["count"] for p in day_growth),
         dlq_chart=charts.bar_chart(
-            day_growth, title=f"New dead letters per hour, last 24 hours, {tenant.name}",
+            day_growth,
+            title=f"New dead letters per hour, last 24 hours, {tenant.name}",
             description="One bar per hour; the number above each bar is the count.",
-            label_time=lambda at: f"{at:%H}:00", chart_id="dlq-growth",
+            label_time=lambda at: f"{at:%H}:00",
+            chart_id="dlq-growth",
         ),
     )
     return TemplateResponse(request, "portal/overview.html", context)
@@ -87,24 +90,38 @@ def lateness(request):
     hour = stats.lateness_series(tenant, now, stats.HOUR, dt.timedelta(minutes=1))
     day = stats.lateness_series(tenant, now, stats.DAY, dt.timedelta(minutes=15))
     panels = []
-    for key, label, series, fmt in (("hour", "last hour, per minute", hour, "%H:%M"), ("day", "last 24 hours, per 15 minutes", day, "%H:%M")):
-        panels.append({
-            "key": key,
-            "label": label,
-            "overall": {k: stats.format_ms(series["overall"].get(k)) for k in ("p50", "p95", "p99")},
-            "count": series["overall"]["count"],
-            "chart": charts.line_chart(
-                series["points"],
-                title=f"Lateness of first attempts (start − due), {label}, {tenant.name}",
-                description="Three lines: p50 solid with circles, p95 dashed with squares, p99 dotted with triangles. Times in UTC.",
-                format_value=stats.format_ms, label_time=lambda at, fmt=fmt: at.strftime(fmt), chart_id=f"lateness-{key}",
-            ),
-            "rows": [
-                {"at": p["at"], "count": p["count"], **{k: stats.format_ms(p.get(k)) for k in ("p50", "p95", "p99")}}
-                for p in series["points"] if p["count"]
-            ][-60:],
-        })
-    return TemplateResponse(request, "portal/lateness.html", _context(request, f"Lateness: {tenant.name}", tenant, panels=panels))
+    for key, label, series, fmt in (
+        ("hour", "last hour, per minute", hour, "%H:%M"),
+        ("day", "last 24 hours, per 15 minutes", day, "%H:%M"),
+    ):
+        panels.append(
+            {
+                "key": key,
+                "label": label,
+                "overall": {k: stats.format_ms(series["overall"].get(k)) for k in ("p50", "p95", "p99")},
+                "count": series["overall"]["count"],
+                "chart": charts.line_chart(
+                    series["points"],
+                    title=f"Lateness of first attempts (start − due), {label}, {tenant.name}",
+                    description="Three lines: p50 solid with circles, p95 dashed with squares, p99 dotted with triangles. Times in UTC.",
+                    format_value=stats.format_ms,
+                    label_time=lambda at, fmt=fmt: at.strftime(fmt),
+                    chart_id=f"lateness-{key}",
+                ),
+                "rows": [
+                    {
+                        "at": p["at"],
+                        "count": p["count"],
+                        **{k: stats.format_ms(p.get(k)) for k in ("p50", "p95", "p99")},
+                    }
+                    for p in series["points"]
+                    if p["count"]
+                ][-60:],
+            }
+        )
+    return TemplateResponse(
+        request, "portal/lateness.html", _context(request, f"Lateness: {tenant.name}", tenant, panels=panels)
+    )
 
 
 def job_page(request, job_id):
@@ -128,7 +145,9 @@ def job_page(request, job_id):
     from jobs.admin.definitions import schedule_words, zoned
 
     context = _context(
-        request, f"Job: {job.name}", job.tenant,
+        request,
+        f"Job: {job.name}",
+        job.tenant,
         job=job,
         schedule=schedule_words(job),
         next_due=zoned(job.next_due_at, job.time_zone),
@@ -140,4 +159,3 @@ def job_page(request, job_id):
         last_finished=next((r for r in history if r.state in stats.FINISHED), None),
     )
     return TemplateResponse(request, "portal/job.html", context)
-

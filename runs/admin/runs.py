@@ -20,8 +20,8 @@ from jobs.models import JobDefinition
 from runs import bulk
 from runs.models import CLAIMABLE_STATES, TERMINAL_STATES, Attempt, Run
 from scheduler_project.admin import scoping
-from scheduler_project.admin.site import STATE_SYMBOLS, TenantFilter, TenantScopedAdmin, site, status_text
 from scheduler_project.admin.confirm import confirm_action
+from scheduler_project.admin.site import STATE_SYMBOLS, TenantFilter, TenantScopedAdmin, site, status_text
 
 COUNT_CAP = 10_000
 
@@ -107,7 +107,17 @@ class AttemptInline(admin.TabularInline):
     model = Attempt
     extra = 0
     can_delete = False
-    fields = ["attempt", "worker_id", "fencing_token", "available_at", "started_at", "ended_at", "lateness_shown", "outcome_shown", "error"]
+    fields = [
+        "attempt",
+        "worker_id",
+        "fencing_token",
+        "available_at",
+        "started_at",
+        "ended_at",
+        "lateness_shown",
+        "outcome_shown",
+        "error",
+    ]
     readonly_fields = fields
     ordering = ["attempt"]
 
@@ -131,7 +141,18 @@ class AttemptInline(admin.TabularInline):
 
 @admin.register(Run, site=site)
 class RunAdmin(TenantScopedAdmin):
-    list_display = ["id", "job", "tenant", "state_shown", "origin", "due_at", "available_at", "attempt", "queue", "worker_id"]
+    list_display = [
+        "id",
+        "job",
+        "tenant",
+        "state_shown",
+        "origin",
+        "due_at",
+        "available_at",
+        "attempt",
+        "queue",
+        "worker_id",
+    ]
     list_filter = [StateFilter, TenantFilter, QueueFilter, JobFilter, DueWindowFilter, "origin"]
     search_fields = ["=idempotency_key", "=worker_id", "^job__name"]
     list_select_related = ["job", "tenant"]
@@ -142,9 +163,28 @@ class RunAdmin(TenantScopedAdmin):
     inlines = [AttemptInline]
     actions = ["cancel_runs"]
     readonly_fields = [
-        "job", "tenant", "origin", "state_shown", "due_at", "available_at", "attempt", "max_attempts", "idempotency_key",
-        "fencing_token", "worker_id", "lease_expires_at", "queue", "priority", "timeout_seconds", "payload", "started_at",
-        "finished_at", "last_error", "reason", "covers_until", "created_at",
+        "job",
+        "tenant",
+        "origin",
+        "state_shown",
+        "due_at",
+        "available_at",
+        "attempt",
+        "max_attempts",
+        "idempotency_key",
+        "fencing_token",
+        "worker_id",
+        "lease_expires_at",
+        "queue",
+        "priority",
+        "timeout_seconds",
+        "payload",
+        "started_at",
+        "finished_at",
+        "last_error",
+        "reason",
+        "covers_until",
+        "created_at",
     ]
     fields = readonly_fields
 
@@ -158,7 +198,7 @@ class RunAdmin(TenantScopedAdmin):
     def state_shown(self, run):
         state = derived_state(run)
         if state == "ready":
-            return format_html("{} <span class=\"quiet\">({})</span>", status_text("ready", STATE_SYMBOLS), run.state)
+            return format_html('{} <span class="quiet">({})</span>', status_text("ready", STATE_SYMBOLS), run.state)
         return status_text(state, STATE_SYMBOLS)
 
     @admin.action(description="Cancel selected runs")
@@ -174,7 +214,15 @@ class RunAdmin(TenantScopedAdmin):
                     "(409 stale-lease), and the attempt is recorded as stale.",
                     f"{counts['finished']} run(s) already finished or dead stay as they are (dead ones: use the dead-letter queue).",
                 ],
-                "rows": [(run, "cancel" if run.state not in TERMINAL_STATES and run.state != "dead" else f"unchanged ({run.state})") for run in qs[:60]],
+                "rows": [
+                    (
+                        run,
+                        "cancel"
+                        if run.state not in TERMINAL_STATES and run.state != "dead"
+                        else f"unchanged ({run.state})",
+                    )
+                    for run in qs[:60]
+                ],
                 "blocked": counts["waiting"] + counts["leased"] == 0,
             }
 
@@ -184,4 +232,13 @@ class RunAdmin(TenantScopedAdmin):
             done = bulk.cancel_runs(qs, actor=actor, reason=reason, note=data["note"])
             return f"Cancelled {len(done)} run(s)."
 
-        return confirm_action(self, request, queryset, action="cancel_runs", title="Cancel runs", preview=preview, perform=perform, submit="Cancel runs")
+        return confirm_action(
+            self,
+            request,
+            queryset,
+            action="cancel_runs",
+            title="Cancel runs",
+            preview=preview,
+            perform=perform,
+            submit="Cancel runs",
+        )

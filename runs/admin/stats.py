@@ -59,14 +59,18 @@ def _summary(rows):
 def job_lateness(job, now, window=DAY):
     """p50/p95/p99 (ms) of the first attempts of `job` started in the last `window`."""
     since = (now - window).replace(minute=0, second=0, microsecond=0)
-    return _summary(JobHour.objects.filter(job=job, hour__gte=since).only("histogram", "first_attempts", "lateness_ms_max"))
+    return _summary(
+        JobHour.objects.filter(job=job, hour__gte=since).only("histogram", "first_attempts", "lateness_ms_max")
+    )
 
 
 def jobs_lateness(job_ids, now, window=DAY):
     """{job id: p50/p95/p99 summary} for many jobs in one query (the job list's column)."""
     since = (now - window).replace(minute=0, second=0, microsecond=0)
     rows = {}
-    for row in JobHour.objects.filter(job_id__in=list(job_ids), hour__gte=since).only("job_id", "histogram", "first_attempts", "lateness_ms_max"):
+    for row in JobHour.objects.filter(job_id__in=list(job_ids), hour__gte=since).only(
+        "job_id", "histogram", "first_attempts", "lateness_ms_max"
+    ):
         rows.setdefault(row.job_id, []).append(row)
     return {job_id: _summary(rows.get(job_id, [])) for job_id in job_ids}
 
@@ -150,7 +154,9 @@ def backlog_by_queue(tenant, now):
             first = ready.order_by("available_at").values_list("available_at", flat=True).first()
             if first and (oldest is None or first < oldest):
                 oldest = first
-        rows.append({"queue": queue, "ready": count, "capped": capped, "oldest_age": (now - oldest) if oldest else None})
+        rows.append(
+            {"queue": queue, "ready": count, "capped": capped, "oldest_age": (now - oldest) if oldest else None}
+        )
     return rows
 
 
@@ -175,7 +181,9 @@ def dead_letters_by_job(tenant, now, limit=20):
         .annotate(new=Count("id"), open=Count("id", filter=Q(replayed_at=None, discarded_at=None)))
         .order_by("-new")[:limit]
     )
-    open_total, capped = capped_count(DeadLetter.objects.filter(tenant=tenant, replayed_at=None, discarded_at=None), cap=10_000)
+    open_total, capped = capped_count(
+        DeadLetter.objects.filter(tenant=tenant, replayed_at=None, discarded_at=None), cap=10_000
+    )
     return {"jobs": list(recent), "open": f"{open_total:,}{'+' if capped else ''}"}
 
 
@@ -198,7 +206,13 @@ def last_failure(job, window=500):
     attempt that did not succeed), with its attempts; None if none did."""
     recent = list(Run.objects.filter(job=job).order_by("-id").values_list("id", "state")[:window])
     ids = [run_id for run_id, _ in recent]
-    failed = Attempt.objects.filter(run_id__in=ids).exclude(outcome="succeeded").order_by("-run_id").values_list("run_id", flat=True).first()
+    failed = (
+        Attempt.objects.filter(run_id__in=ids)
+        .exclude(outcome="succeeded")
+        .order_by("-run_id")
+        .values_list("run_id", flat=True)
+        .first()
+    )
     dead = next((run_id for run_id, state in recent if state == "dead"), None)
     run_id = max(filter(None, (failed, dead)), default=None)
     if run_id is None:

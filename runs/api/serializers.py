@@ -7,8 +7,8 @@ Everything a client may not set (`tenant`, `state`, `attempt`,
 from django.conf import settings
 from rest_framework import serializers
 
-from jobs.models import QUEUE_RE
 from jobs.api.serializers import AwareDateTimeField, Boolean, Integer, Number, Pattern, PayloadField, Text
+from jobs.models import QUEUE_RE
 from runs.models import Attempt, Run
 
 MAX_BIGINT = 2**63 - 1
@@ -58,7 +58,11 @@ class EnqueueSerializer(serializers.Serializer):
     payload = PayloadField(required=False, help_text="Defaults to the job's payload.")
     run_at = AwareDateTimeField(required=False, allow_null=True, default=None, help_text="When to run; absent: now.")
     delay_seconds = Integer(
-        required=False, allow_null=True, default=None, min_value=0, max_value=MAX_DELAY_SECONDS,
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0,
+        max_value=MAX_DELAY_SECONDS,
         help_text="Run this many seconds from now (instead of run_at).",
     )
 
@@ -132,4 +136,6 @@ class CompleteSerializer(serializers.Serializer):
 
 class CompleteResultSerializer(serializers.Serializer):
     run_id = serializers.IntegerField()
-    state = serializers.ChoiceField(Run.State.choices, help_text="succeeded, retry_wait (retried later) or dead (in the DLQ).")
+    state = serializers.ChoiceField(
+        Run.State.choices, help_text="succeeded, retry_wait (retried later) or dead (in the DLQ)."
+    )

@@ -17,7 +17,6 @@ from jobs import audit, idempotency, quotas
 from jobs.api.views import IDEMPOTENCY_KEY, NAME, job_or_404, live_job_or_409, validated
 from jobs.tokens import get_scoped
 from runs import claims, enqueue, transitions
-from runs.models import CLAIMABLE_STATES, Run
 from runs.api.serializers import (
     CancelSerializer,
     CompleteResultSerializer,
@@ -26,11 +25,12 @@ from runs.api.serializers import (
     HeartbeatResultSerializer,
     HeartbeatSerializer,
     LeaseRequestSerializer,
-    LeasesSerializer,
     LeaseSerializer,
+    LeasesSerializer,
     RunDetailSerializer,
     RunSerializer,
 )
+from runs.models import CLAIMABLE_STATES, Run
 from scheduler_project.api.endpoints import PAGE_PARAMETERS, CursorPage, TeamEndpoint, WorkerEndpoint, page_of
 from scheduler_project.api.problems import Problem, problem_responses
 
@@ -135,7 +135,9 @@ class RunCancelView(TeamEndpoint):
         reason = values["reason"] or f"cancelled by {self.actor}"
         if not transitions.cancel_run(run, reason=reason):
             run.refresh_from_db()
-            raise Problem("invalid-state", f"Run {run.pk} is {run.state}; only a run that has not finished can be cancelled.")
+            raise Problem(
+                "invalid-state", f"Run {run.pk} is {run.state}; only a run that has not finished can be cancelled."
+            )
         audit.record(self.actor, "cancel", run, note=reason)
         return Response(RunDetailSerializer(detailed_run(request, run_id)).data)
 

@@ -57,4 +57,4 @@ def aware(value):
         return value
     if isinstance(value, str):
         value = parse_datetime(value)
-    return value.replace(tzinfo=dt.timezone.utc)
+    return value.replace(tzinfo=dt.UTC)

@@ -29,7 +29,9 @@ class NoteForm(forms.Form):
     )
 
 
-def confirm_action(modeladmin, request, queryset, *, action, title, preview, perform, form_class=NoteForm, submit="Yes, do it"):
+def confirm_action(
+    modeladmin, request, queryset, *, action, title, preview, perform, form_class=NoteForm, submit="Yes, do it"
+):
     """Run `perform(queryset, cleaned_data)` after a confirmation page, or show the page.
 
     `preview(queryset, cleaned_data)` returns {"lines": [...], "rows": [(obj, text)], "blocked": bool}.

@@ -106,7 +106,12 @@ def status_text(value, symbols):
     """A state as a symbol plus its name, so it never depends on colour alone."""
     from django.utils.html import format_html
 
-    return format_html('<span class="dt-state dt-state-{}"><span aria-hidden="true">{} </span>{}</span>', value, symbols.get(value, "•"), value)
+    return format_html(
+        '<span class="dt-state dt-state-{}"><span aria-hidden="true">{} </span>{}</span>',
+        value,
+        symbols.get(value, "•"),
+        value,
+    )
 
 
 STATE_SYMBOLS = {
@@ -128,4 +133,3 @@ STATE_SYMBOLS = {
     "replayed": "↺",
     "discarded": "🗑",
 }
-

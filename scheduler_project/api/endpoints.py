@@ -77,7 +77,8 @@ class CursorPage(pagination.CursorPagination):
 PAGE_PARAMETERS = [
     OpenApiParameter("cursor", str, description="From the previous page's `next` or `previous` link."),
     OpenApiParameter(
-        "limit", {"type": "integer", "minimum": 1, "maximum": CursorPage.max_page_size},
+        "limit",
+        {"type": "integer", "minimum": 1, "maximum": CursorPage.max_page_size},
         description=f"Page size, 1-{CursorPage.max_page_size} (default {CursorPage.page_size}).",
     ),
 ]

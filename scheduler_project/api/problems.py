@@ -81,7 +81,12 @@ class Problem(exceptions.APIException):
         super().__init__(detail or title)
 
     def body(self):
-        body = {"type": type_uri(self.slug), "title": self.title, "status": self.status_code, "detail": str(self.detail)}
+        body = {
+            "type": type_uri(self.slug),
+            "title": self.title,
+            "status": self.status_code,
+            "detail": str(self.detail),
+        }
         if self.errors is not None:
             body["errors"] = self.errors
         return body
@@ -96,13 +101,17 @@ def field_errors(detail, prefix=""):
             found += field_errors(value, f"{prefix}.{name}" if prefix and name else prefix or name)
     elif isinstance(detail, list) and detail and all(isinstance(d, (str, exceptions.ErrorDetail)) for d in detail):
         for message in detail:
-            found.append({"field": prefix, "pointer": "#/" + prefix.replace(".", "/") if prefix else "#", "detail": str(message)})
+            found.append(
+                {"field": prefix, "pointer": "#/" + prefix.replace(".", "/") if prefix else "#", "detail": str(message)}
+            )
     elif isinstance(detail, list):
         for index, value in enumerate(detail):
             if value:
                 found += field_errors(value, f"{prefix}.{index}" if prefix else str(index))
     else:
-        found.append({"field": prefix, "pointer": "#/" + prefix.replace(".", "/") if prefix else "#", "detail": str(detail)})
+        found.append(
+            {"field": prefix, "pointer": "#/" + prefix.replace(".", "/") if prefix else "#", "detail": str(detail)}
+        )
     return found
 
 

@@ -79,8 +79,14 @@ def wait_for(condition, timeout=60, what="condition"):
 
 def held_job(acme, make_job, report, **fields):
     job = make_job(
-        acme, "held", target_ref="tests.handlers.hold_then_report", overlap_policy="allow",
-        retry_base_seconds=0, retry_max_seconds=0, payload={"report": str(report), "hold": 30}, **fields,
+        acme,
+        "held",
+        target_ref="tests.handlers.hold_then_report",
+        overlap_policy="allow",
+        retry_base_seconds=0,
+        retry_max_seconds=0,
+        payload={"report": str(report), "hold": 30},
+        **fields,
     )
     run, _ = enqueue.enqueue(job)
     return job, run
@@ -132,7 +138,12 @@ def test_it_fences_off_a_paused_worker_and_lets_the_rerun_win(acme, make_job, tm
 def test_it_runs_a_scheduled_job_on_time_never_early(acme):
     due = timezone.now().replace(microsecond=0) + dt.timedelta(seconds=3)
     job = JobDefinition(
-        tenant=acme, name="launch", schedule_kind="at", run_at=due, target_kind="python", target_ref="tests.handlers.noop"
+        tenant=acme,
+        name="launch",
+        schedule_kind="at",
+        run_at=due,
+        target_kind="python",
+        target_ref="tests.handlers.noop",
     )
     save_definition(job, "test")
     with Processes() as fleet:
@@ -146,7 +157,9 @@ def test_it_runs_a_scheduled_job_on_time_never_early(acme):
 
 
 def test_it_dead_letters_a_job_that_keeps_failing(acme, make_job):
-    job = make_job(acme, "doomed", target_ref="tests.handlers.fail", max_attempts=2, retry_base_seconds=0, retry_max_seconds=0)
+    job = make_job(
+        acme, "doomed", target_ref="tests.handlers.fail", max_attempts=2, retry_base_seconds=0, retry_max_seconds=0
+    )
     run, _ = enqueue.enqueue(job)
     with Processes() as fleet:
         fleet.start("worker", "run_worker")

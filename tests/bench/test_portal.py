@@ -17,6 +17,14 @@ def test_it_fills_a_tenant_and_reports_p95_per_page():
     assert Run.objects.count() == 30_000
     states = set(Run.objects.values_list("state", flat=True).distinct())
     assert states == {"succeeded", "dead", "cancelled", "skipped", "scheduled", "leased", "retry_wait"}
-    assert set(result["pages"]) >= {"overview", "lateness", "heatmap", "job_page", "run_list", "job_list", "dead_letters"}
+    assert set(result["pages"]) >= {
+        "overview",
+        "lateness",
+        "heatmap",
+        "job_page",
+        "run_list",
+        "job_list",
+        "dead_letters",
+    }
     assert all(page["p95_ms"] > 0 for page in result["pages"].values())
     assert portal.run({"runs": 30_000, "repeat": 1})["filled"] is False  # reused, not filled again

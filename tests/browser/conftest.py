@@ -58,16 +58,42 @@ def portal(django_db_setup, django_db_blocker, tmp_path_factory):
     logs = tmp_path_factory.mktemp("portal-logs")
     with django_db_blocker.unblock():
         env = engine_env(
-            DEBUG="1", SESSION_COOKIE_SECURE="0", CSRF_COOKIE_SECURE="0", SECURE_SSL_REDIRECT="0",
-            DUETIME_LIVE_POLL_SECONDS="0.5", DUETIME_HTTP_ALLOW_PRIVATE="0", CONN_MAX_AGE="0",
+            DEBUG="1",
+            SESSION_COOKIE_SECURE="0",
+            CSRF_COOKIE_SECURE="0",
+            SECURE_SSL_REDIRECT="0",
+            DUETIME_LIVE_POLL_SECONDS="0.5",
+            DUETIME_HTTP_ALLOW_PRIVATE="0",
+            CONN_MAX_AGE="0",
         )
     commands = {
-        "web": [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "scheduler_project.asgi:application"],
+        "web": [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "scheduler_project.asgi:application",
+        ],
         "scheduler": [sys.executable, "manage.py", "run_scheduler", "--interval", "0.3"],
-        "worker": [sys.executable, "manage.py", "run_worker", "--queues", "default", "--concurrency", "2", "--poll", "0.2"],
+        "worker": [
+            sys.executable,
+            "manage.py",
+            "run_worker",
+            "--queues",
+            "default",
+            "--concurrency",
+            "2",
+            "--poll",
+            "0.2",
+        ],
     }
     procs = {
-        name: subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=env, stdout=open(logs / f"{name}.log", "w"), stderr=subprocess.STDOUT)
+        name: subprocess.Popen(
+            cmd, cwd=settings.BASE_DIR, env=env, stdout=open(logs / f"{name}.log", "w"), stderr=subprocess.STDOUT
+        )
         for name, cmd in commands.items()
     }
     base = f"http://127.0.0.1:{port}"
@@ -77,7 +103,7 @@ def portal(django_db_setup, django_db_blocker, tmp_path_factory):
     finally:
         for proc in procs.values():
             proc.terminate()
-        for name, proc in procs.items():
+        for proc in procs.values():
             try:
                 proc.wait(timeout=40)
             except subprocess.TimeoutExpired:

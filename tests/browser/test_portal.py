@@ -72,7 +72,9 @@ def test_it_creates_a_cron_job_and_shows_its_run_succeed_without_a_reload(visit,
     mark_no_reload(page)
     page.wait_for_function("document.body.getAttribute('data-live') === 'connected'")
     history = page.get_by_test_id("job-history")
-    history.locator(".dt-state-scheduled, .dt-state-ready, .dt-state-leased, .dt-state-succeeded").first.wait_for(timeout=30_000)
+    history.locator(".dt-state-scheduled, .dt-state-ready, .dt-state-leased, .dt-state-succeeded").first.wait_for(
+        timeout=30_000
+    )
     alice.shot("run-appeared")
     history.locator(".dt-state-succeeded").first.wait_for(timeout=80_000)  # due at the next minute
     alice.shot("run-succeeded")
@@ -118,12 +120,36 @@ def test_it_replays_a_dead_letter(visit, acme_team):
     export = job(acme, "billing.export", payload={"month": "2026-05"})
     due = timezone.now() - dt.timedelta(minutes=10)
     run = Run.objects.create(
-        job=export, tenant=acme, origin="api", due_at=due, available_at=due, state="dead", attempt=1, max_attempts=1,
-        idempotency_key="export-may", queue="default", fencing_token=1, worker_id="w-old", started_at=due,
-        finished_at=due + dt.timedelta(seconds=2), last_error="Traceback ...\nValueError: the export file is empty",
+        job=export,
+        tenant=acme,
+        origin="api",
+        due_at=due,
+        available_at=due,
+        state="dead",
+        attempt=1,
+        max_attempts=1,
+        idempotency_key="export-may",
+        queue="default",
+        fencing_token=1,
+        worker_id="w-old",
+        started_at=due,
+        finished_at=due + dt.timedelta(seconds=2),
+        last_error="Traceback ...\nValueError: the export file is empty",
     )
-    Attempt.objects.create(run=run, attempt=1, fencing_token=1, worker_id="w-old", available_at=due, started_at=due, ended_at=due + dt.timedelta(seconds=2), outcome="failed", error=run.last_error)
-    letter = DeadLetter.objects.create(run=run, job=export, tenant=acme, last_error=run.last_error, dead_at=due + dt.timedelta(seconds=2))
+    Attempt.objects.create(
+        run=run,
+        attempt=1,
+        fencing_token=1,
+        worker_id="w-old",
+        available_at=due,
+        started_at=due,
+        ended_at=due + dt.timedelta(seconds=2),
+        outcome="failed",
+        error=run.last_error,
+    )
+    letter = DeadLetter.objects.create(
+        run=run, job=export, tenant=acme, last_error=run.last_error, dead_at=due + dt.timedelta(seconds=2)
+    )
 
     alice = visit("alice", "alice-pass-123")
     page = alice.go("/admin/dlq/deadletter/")
@@ -149,15 +175,38 @@ def test_it_charts_lateness_with_data(visit, acme_team):
     for i in range(40):
         due = now - dt.timedelta(minutes=50) + dt.timedelta(minutes=i)
         run = Run.objects.create(
-            job=steady, tenant=acme, origin="api", due_at=due, available_at=due, state="succeeded", attempt=1,
-            idempotency_key=f"m-{i}", queue="default", fencing_token=1, started_at=due, finished_at=due + dt.timedelta(seconds=5),
+            job=steady,
+            tenant=acme,
+            origin="api",
+            due_at=due,
+            available_at=due,
+            state="succeeded",
+            attempt=1,
+            idempotency_key=f"m-{i}",
+            queue="default",
+            fencing_token=1,
+            started_at=due,
+            finished_at=due + dt.timedelta(seconds=5),
         )
         started = due + dt.timedelta(milliseconds=200 + 150 * i)
-        Attempt.objects.create(run=run, attempt=1, fencing_token=1, worker_id="w", available_at=due, started_at=started, ended_at=started + dt.timedelta(seconds=1), outcome="succeeded")
+        Attempt.objects.create(
+            run=run,
+            attempt=1,
+            fencing_token=1,
+            worker_id="w",
+            available_at=due,
+            started_at=started,
+            ended_at=started + dt.timedelta(seconds=1),
+            outcome="succeeded",
+        )
     # The scheduler process folds them into the rollups on its next ticks.
     from runs.rollups import TenantMinute
 
-    wait_until(lambda: sum(TenantMinute.objects.filter(tenant=acme).values_list("first_attempts", flat=True)) >= 40, timeout=30, what="the rollups")
+    wait_until(
+        lambda: sum(TenantMinute.objects.filter(tenant=acme).values_list("first_attempts", flat=True)) >= 40,
+        timeout=30,
+        what="the rollups",
+    )
     alice = visit("alice", "alice-pass-123")
     page = alice.go("/admin/dashboard/lateness/")
     hour = page.get_by_test_id("lateness-hour")

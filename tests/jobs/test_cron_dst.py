@@ -12,16 +12,16 @@ pass in New York, "01:30 EST" the second).
 """
 
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from croniter import croniter
-from zoneinfo import ZoneInfo
 
 from jobs import cron
 
 
 def at(text: str, zone: str) -> datetime:
-    """"2026-11-01 01:30 EST" in America/New_York -> that aware instant (picks the fold)."""
+    """ "2026-11-01 01:30 EST" in America/New_York -> that aware instant (picks the fold)."""
     stamp, abbreviation = text.rsplit(" ", 1)
     wall = datetime.fromisoformat(stamp)
     for fold in (0, 1):
@@ -51,8 +51,7 @@ def check(table, zone):
 NEW_YORK = [
     # a fixed time in the gap runs at the transition, once
     ("30 2 * * *", "2026-03-07 12:00 EST", ["2026-03-08 03:00 EDT", "2026-03-09 02:30 EDT"]),
-    ("0,30 2 * * *", "2026-03-07 12:00 EST",
-     ["2026-03-08 03:00 EDT", "2026-03-09 02:00 EDT", "2026-03-09 02:30 EDT"]),
+    ("0,30 2 * * *", "2026-03-07 12:00 EST", ["2026-03-08 03:00 EDT", "2026-03-09 02:00 EDT", "2026-03-09 02:30 EDT"]),
     ("0 2,3 * * *", "2026-03-08 00:00 EST", ["2026-03-08 03:00 EDT", "2026-03-09 02:00 EDT"]),
     ("30 2 * * *", "2026-03-08 03:00 EDT", ["2026-03-09 02:30 EDT"]),
     # a fixed repeated time runs on the first pass only
@@ -61,20 +60,25 @@ NEW_YORK = [
     ("30 1 * * *", "2026-11-01 01:15 EST", ["2026-11-02 01:30 EST"]),  # after in the second pass
     ("30 1 * * *", "2026-11-01 01:45 EDT", ["2026-11-02 01:30 EST"]),
     # wildcard jobs: no gap times, both passes of repeated times
-    ("0 * * * *", "2026-03-08 00:30 EST",
-     ["2026-03-08 01:00 EST", "2026-03-08 03:00 EDT", "2026-03-08 04:00 EDT"]),
-    ("0 * * * *", "2026-11-01 00:30 EDT",
-     ["2026-11-01 01:00 EDT", "2026-11-01 01:00 EST", "2026-11-01 02:00 EST"]),
+    ("0 * * * *", "2026-03-08 00:30 EST", ["2026-03-08 01:00 EST", "2026-03-08 03:00 EDT", "2026-03-08 04:00 EDT"]),
+    ("0 * * * *", "2026-11-01 00:30 EDT", ["2026-11-01 01:00 EDT", "2026-11-01 01:00 EST", "2026-11-01 02:00 EST"]),
     ("0 * * * *", "2026-11-01 01:30 EDT", ["2026-11-01 01:00 EST", "2026-11-01 02:00 EST"]),
     ("0 * * * *", "2026-11-01 01:00 EST", ["2026-11-01 02:00 EST"]),
-    ("*/15 * * * *", "2026-03-08 01:30 EST",
-     ["2026-03-08 01:45 EST", "2026-03-08 03:00 EDT", "2026-03-08 03:15 EDT"]),
-    ("*/15 * * * *", "2026-11-01 01:30 EDT",
-     ["2026-11-01 01:45 EDT", "2026-11-01 01:00 EST", "2026-11-01 01:15 EST",
-      "2026-11-01 01:30 EST", "2026-11-01 01:45 EST", "2026-11-01 02:00 EST"]),
+    ("*/15 * * * *", "2026-03-08 01:30 EST", ["2026-03-08 01:45 EST", "2026-03-08 03:00 EDT", "2026-03-08 03:15 EDT"]),
+    (
+        "*/15 * * * *",
+        "2026-11-01 01:30 EDT",
+        [
+            "2026-11-01 01:45 EDT",
+            "2026-11-01 01:00 EST",
+            "2026-11-01 01:15 EST",
+            "2026-11-01 01:30 EST",
+            "2026-11-01 01:45 EST",
+            "2026-11-01 02:00 EST",
+        ],
+    ),
     ("* 2 * * *", "2026-03-07 12:00 EST", ["2026-03-09 02:00 EDT", "2026-03-09 02:01 EDT"]),
-    ("* 1 * * *", "2026-11-01 01:58 EDT",
-     ["2026-11-01 01:59 EDT", "2026-11-01 01:00 EST", "2026-11-01 01:01 EST"]),
+    ("* 1 * * *", "2026-11-01 01:58 EDT", ["2026-11-01 01:59 EDT", "2026-11-01 01:00 EST", "2026-11-01 01:01 EST"]),
     # macros and day-of-week jobs on the transition Sundays
     ("@daily", "2026-03-07 12:00 EST", ["2026-03-08 00:00 EST", "2026-03-09 00:00 EDT"]),
     ("@hourly", "2026-03-08 00:30 EST", ["2026-03-08 01:00 EST", "2026-03-08 03:00 EDT"]),
@@ -96,8 +100,7 @@ NEW_YORK_2006 = [
     ("30 2 * * *", "2006-04-01 12:00 EST", ["2006-04-02 03:00 EDT", "2006-04-03 02:30 EDT"]),
     ("30 1 * * *", "2006-10-28 12:00 EDT", ["2006-10-29 01:30 EDT", "2006-10-30 01:30 EST"]),
     ("30 1 * * *", "2006-11-04 12:00 EST", ["2006-11-05 01:30 EST", "2006-11-06 01:30 EST"]),
-    ("0 * * * *", "2006-10-29 00:30 EDT",
-     ["2006-10-29 01:00 EDT", "2006-10-29 01:00 EST", "2006-10-29 02:00 EST"]),
+    ("0 * * * *", "2006-10-29 00:30 EDT", ["2006-10-29 01:00 EDT", "2006-10-29 01:00 EST", "2006-10-29 02:00 EST"]),
 ]
 
 
@@ -114,8 +117,7 @@ LONDON = [
     ("30 1 * * *", "2026-10-24 12:00 BST", ["2026-10-25 01:30 BST", "2026-10-26 01:30 GMT"]),
     ("30 1 * * *", "2026-10-25 01:10 GMT", ["2026-10-26 01:30 GMT"]),
     ("0 * * * *", "2026-03-29 00:30 GMT", ["2026-03-29 02:00 BST", "2026-03-29 03:00 BST"]),
-    ("0 * * * *", "2026-10-25 00:30 BST",
-     ["2026-10-25 01:00 BST", "2026-10-25 01:00 GMT", "2026-10-25 02:00 GMT"]),
+    ("0 * * * *", "2026-10-25 00:30 BST", ["2026-10-25 01:00 BST", "2026-10-25 01:00 GMT", "2026-10-25 02:00 GMT"]),
     ("@daily", "2026-03-28 12:00 GMT", ["2026-03-29 00:00 GMT", "2026-03-30 00:00 BST"]),
 ]
 
@@ -131,14 +133,22 @@ BERLIN = [
     ("30 2 * * *", "2026-03-28 12:00 CET", ["2026-03-29 03:00 CEST", "2026-03-30 02:30 CEST"]),
     ("30 2 * * *", "2026-10-24 12:00 CEST", ["2026-10-25 02:30 CEST", "2026-10-26 02:30 CET"]),
     ("30 1 * * *", "2026-10-24 12:00 CEST", ["2026-10-25 01:30 CEST", "2026-10-26 01:30 CET"]),
-    ("0 0-23/2 * * *", "2026-10-25 01:30 CEST",  # fixed: 0-23/2 does not start with *
-     ["2026-10-25 02:00 CEST", "2026-10-25 04:00 CET"]),
-    ("0 */2 * * *", "2026-10-25 01:30 CEST",  # wildcard
-     ["2026-10-25 02:00 CEST", "2026-10-25 02:00 CET", "2026-10-25 04:00 CET"]),
-    ("@hourly", "2026-10-25 01:30 CEST",
-     ["2026-10-25 02:00 CEST", "2026-10-25 02:00 CET", "2026-10-25 03:00 CET"]),
-    ("*/15 * * * *", "2026-03-29 01:30 CET",
-     ["2026-03-29 01:45 CET", "2026-03-29 03:00 CEST", "2026-03-29 03:15 CEST"]),
+    (
+        "0 0-23/2 * * *",
+        "2026-10-25 01:30 CEST",  # fixed: 0-23/2 does not start with *
+        ["2026-10-25 02:00 CEST", "2026-10-25 04:00 CET"],
+    ),
+    (
+        "0 */2 * * *",
+        "2026-10-25 01:30 CEST",  # wildcard
+        ["2026-10-25 02:00 CEST", "2026-10-25 02:00 CET", "2026-10-25 04:00 CET"],
+    ),
+    ("@hourly", "2026-10-25 01:30 CEST", ["2026-10-25 02:00 CEST", "2026-10-25 02:00 CET", "2026-10-25 03:00 CET"]),
+    (
+        "*/15 * * * *",
+        "2026-03-29 01:30 CET",
+        ["2026-03-29 01:45 CET", "2026-03-29 03:00 CEST", "2026-03-29 03:15 CEST"],
+    ),
     ("@weekly", "2026-03-28 12:00 CET", ["2026-03-29 00:00 CET", "2026-04-05 00:00 CEST"]),
 ]
 
@@ -155,8 +165,7 @@ SYDNEY = [
     ("30 2 * * *", "2026-04-04 12:00 AEDT", ["2026-04-05 02:30 AEDT", "2026-04-06 02:30 AEST"]),
     ("30 2 * * *", "2026-10-03 12:00 AEST", ["2026-10-04 03:00 AEDT", "2026-10-05 02:30 AEDT"]),
     ("30 1 * * *", "2026-10-03 12:00 AEST", ["2026-10-04 01:30 AEST", "2026-10-05 01:30 AEDT"]),
-    ("0 * * * *", "2026-04-05 01:30 AEDT",
-     ["2026-04-05 02:00 AEDT", "2026-04-05 02:00 AEST", "2026-04-05 03:00 AEST"]),
+    ("0 * * * *", "2026-04-05 01:30 AEDT", ["2026-04-05 02:00 AEDT", "2026-04-05 02:00 AEST", "2026-04-05 03:00 AEST"]),
     ("0 * * * *", "2026-10-04 01:30 AEST", ["2026-10-04 03:00 AEDT", "2026-10-04 04:00 AEDT"]),
     ("@monthly", "2026-03-15 12:00 AEDT", ["2026-04-01 00:00 AEDT", "2026-05-01 00:00 AEST"]),
 ]
@@ -173,16 +182,30 @@ LORD_HOWE = [
     ("45 1 * * *", "2026-04-04 12:00 +11", ["2026-04-05 01:45 +11", "2026-04-06 01:45 +1030"]),
     ("15 1 * * *", "2026-04-04 12:00 +11", ["2026-04-05 01:15 +11", "2026-04-06 01:15 +1030"]),
     ("15 2 * * *", "2026-10-03 12:00 +1030", ["2026-10-04 02:30 +11", "2026-10-05 02:15 +11"]),
-    ("0,15 2 * * *", "2026-10-03 12:00 +1030",
-     ["2026-10-04 02:30 +11", "2026-10-05 02:00 +11", "2026-10-05 02:15 +11"]),
+    (
+        "0,15 2 * * *",
+        "2026-10-03 12:00 +1030",
+        ["2026-10-04 02:30 +11", "2026-10-05 02:00 +11", "2026-10-05 02:15 +11"],
+    ),
     ("30 2 * * *", "2026-10-03 12:00 +1030", ["2026-10-04 02:30 +11", "2026-10-05 02:30 +11"]),
-    ("*/15 * * * *", "2026-04-05 01:15 +11",
-     ["2026-04-05 01:30 +11", "2026-04-05 01:45 +11", "2026-04-05 01:30 +1030",
-      "2026-04-05 01:45 +1030", "2026-04-05 02:00 +1030"]),
+    (
+        "*/15 * * * *",
+        "2026-04-05 01:15 +11",
+        [
+            "2026-04-05 01:30 +11",
+            "2026-04-05 01:45 +11",
+            "2026-04-05 01:30 +1030",
+            "2026-04-05 01:45 +1030",
+            "2026-04-05 02:00 +1030",
+        ],
+    ),
     ("*/15 * * * *", "2026-10-04 01:45 +1030", ["2026-10-04 02:30 +11", "2026-10-04 02:45 +11"]),
     ("0 * * * *", "2026-04-05 00:30 +11", ["2026-04-05 01:00 +11", "2026-04-05 02:00 +1030"]),
-    ("30 * * * *", "2026-04-05 00:45 +11",
-     ["2026-04-05 01:30 +11", "2026-04-05 01:30 +1030", "2026-04-05 02:30 +1030"]),
+    (
+        "30 * * * *",
+        "2026-04-05 00:45 +11",
+        ["2026-04-05 01:30 +11", "2026-04-05 01:30 +1030", "2026-04-05 02:30 +1030"],
+    ),
 ]
 
 
@@ -195,8 +218,7 @@ def test_it_follows_lord_howe():
 KOLKATA = [
     ("30 2 * * *", "2026-03-07 12:00 IST", ["2026-03-08 02:30 IST", "2026-03-09 02:30 IST"]),
     ("30 1 * * *", "2026-10-24 12:00 IST", ["2026-10-25 01:30 IST", "2026-10-26 01:30 IST"]),
-    ("*/15 * * * *", "2026-11-01 01:20 IST",
-     ["2026-11-01 01:30 IST", "2026-11-01 01:45 IST", "2026-11-01 02:00 IST"]),
+    ("*/15 * * * *", "2026-11-01 01:20 IST", ["2026-11-01 01:30 IST", "2026-11-01 01:45 IST", "2026-11-01 02:00 IST"]),
     ("0 * * * *", "2026-03-29 01:30 IST", ["2026-03-29 02:00 IST", "2026-03-29 03:00 IST"]),
 ]
 
@@ -213,33 +235,44 @@ def test_it_runs_a_fixed_job_once_in_a_repeated_hour():
     start = at("2026-10-31 12:00 EDT", "America/New_York")
     wrong = croniter("30 1 * * *", start, ret_type=datetime)
     assert [local(wrong.get_next(), "America/New_York") for _ in range(2)] == [
-        "2026-11-01 01:30 EDT", "2026-11-01 01:30 EST"]  # what we correct
+        "2026-11-01 01:30 EDT",
+        "2026-11-01 01:30 EST",
+    ]  # what we correct
     assert runs("30 1 * * *", "America/New_York", "2026-10-31 12:00 EDT", 2) == [
-        "2026-11-01 01:30 EDT", "2026-11-02 01:30 EST"]
+        "2026-11-01 01:30 EDT",
+        "2026-11-02 01:30 EST",
+    ]
 
 
 def test_it_runs_a_fixed_job_once_in_a_repeated_half_hour():
     """croniter 7.0.0 runs `45 1 * * *` at Lord Howe's 01:45 +11 and 01:45 +1030."""
     assert runs("45 1 * * *", "Australia/Lord_Howe", "2026-04-04 12:00 +11", 2) == [
-        "2026-04-05 01:45 +11", "2026-04-06 01:45 +1030"]
+        "2026-04-05 01:45 +11",
+        "2026-04-06 01:45 +1030",
+    ]
 
 
 def test_it_never_moves_a_wildcard_job_to_a_time_that_does_not_match():
     """croniter 7.0.0 runs `* 2 * * *` at 03:00 EDT on the spring day: hour 3 is not 2."""
-    assert runs("* 2 * * *", "America/New_York", "2026-03-07 12:00 EST", 1) == [
-        "2026-03-09 02:00 EDT"]
+    assert runs("* 2 * * *", "America/New_York", "2026-03-07 12:00 EST", 1) == ["2026-03-09 02:00 EDT"]
 
 
 # ------------------------------------------------------------- properties
 
 # Windows of two days around each transition above, in UTC.
 WINDOWS = [
-    ("America/New_York", "2026-03-08 07:00"), ("America/New_York", "2026-11-01 06:00"),
-    ("America/New_York", "2006-04-02 07:00"), ("America/New_York", "2006-10-29 06:00"),
-    ("Europe/London", "2026-03-29 01:00"), ("Europe/London", "2026-10-25 01:00"),
-    ("Europe/Berlin", "2026-03-29 01:00"), ("Europe/Berlin", "2026-10-25 01:00"),
-    ("Australia/Sydney", "2026-04-04 16:00"), ("Australia/Sydney", "2026-10-03 16:00"),
-    ("Australia/Lord_Howe", "2026-04-04 15:00"), ("Australia/Lord_Howe", "2026-10-03 15:30"),
+    ("America/New_York", "2026-03-08 07:00"),
+    ("America/New_York", "2026-11-01 06:00"),
+    ("America/New_York", "2006-04-02 07:00"),
+    ("America/New_York", "2006-10-29 06:00"),
+    ("Europe/London", "2026-03-29 01:00"),
+    ("Europe/London", "2026-10-25 01:00"),
+    ("Europe/Berlin", "2026-03-29 01:00"),
+    ("Europe/Berlin", "2026-10-25 01:00"),
+    ("Australia/Sydney", "2026-04-04 16:00"),
+    ("Australia/Sydney", "2026-10-03 16:00"),
+    ("Australia/Lord_Howe", "2026-04-04 15:00"),
+    ("Australia/Lord_Howe", "2026-10-03 15:30"),
     ("Asia/Kolkata", "2026-03-08 07:00"),
 ]
 
@@ -321,36 +354,43 @@ def test_it_continues_from_a_run_given_in_local_time():
     in_local = first.astimezone(ZoneInfo(zone))
     assert cron.occurrences("0 * * * *", zone, in_local, 1) == [second]
     assert cron.occurrences("0 * * * *", zone, second.astimezone(ZoneInfo(zone)), 1) == [
-        at("2026-11-01 02:00 EST", zone)]
+        at("2026-11-01 02:00 EST", zone)
+    ]
 
 
 # ------------------------------------------------------------------ preview
 
 
 def notes(expression: str, zone: str, after: str, count: int) -> list[tuple[str, str]]:
-    return [(f"{o.local:%Y-%m-%d %H:%M %Z}", o.note)
-            for o in cron.preview(expression, zone, at(after, zone), count)]
+    return [(f"{o.local:%Y-%m-%d %H:%M %Z}", o.note) for o in cron.preview(expression, zone, at(after, zone), count)]
 
 
 def test_it_explains_a_fixed_run_moved_out_of_a_gap():
     assert notes("30 2 * * *", "America/New_York", "2026-03-07 12:00 EST", 2) == [
-        ("2026-03-08 03:00 EDT", "02:30 does not exist on 2026-03-08 in America/New_York "
-                                 "(clocks jump 02:00→03:00); runs at 03:00 EDT"),
+        (
+            "2026-03-08 03:00 EDT",
+            "02:30 does not exist on 2026-03-08 in America/New_York (clocks jump 02:00→03:00); runs at 03:00 EDT",
+        ),
         ("2026-03-09 02:30 EDT", ""),
     ]
 
 
 def test_it_explains_several_gap_times_collapsed_into_one_run():
     assert notes("0,30 2 * * *", "America/New_York", "2026-03-07 12:00 EST", 1) == [
-        ("2026-03-08 03:00 EDT", "02:00 and 02:30 do not exist on 2026-03-08 in America/New_York "
-                                 "(clocks jump 02:00→03:00); runs at 03:00 EDT"),
+        (
+            "2026-03-08 03:00 EDT",
+            "02:00 and 02:30 do not exist on 2026-03-08 in America/New_York "
+            "(clocks jump 02:00→03:00); runs at 03:00 EDT",
+        ),
     ]
 
 
 def test_it_explains_a_half_hour_gap():
     assert notes("15 2 * * *", "Australia/Lord_Howe", "2026-10-03 12:00 +1030", 1) == [
-        ("2026-10-04 02:30 +11", "02:15 does not exist on 2026-10-04 in Australia/Lord_Howe "
-                                 "(clocks jump 02:00→02:30); runs at 02:30 +11"),
+        (
+            "2026-10-04 02:30 +11",
+            "02:15 does not exist on 2026-10-04 in Australia/Lord_Howe (clocks jump 02:00→02:30); runs at 02:30 +11",
+        ),
     ]
 
 
@@ -363,34 +403,36 @@ def test_it_explains_a_fixed_run_at_a_repeated_time():
 
 def test_it_explains_both_passes_of_a_wildcard_job():
     assert notes("0 * * * *", "America/New_York", "2026-11-01 00:30 EDT", 3) == [
-        ("2026-11-01 01:00 EDT",
-         "01:00 happens twice on 2026-11-01; fires on both passes, this is the first (EDT)"),
+        ("2026-11-01 01:00 EDT", "01:00 happens twice on 2026-11-01; fires on both passes, this is the first (EDT)"),
         ("2026-11-01 01:00 EST", "repeated hour: fires on both passes; this is the second (01:00 EST)"),
         ("2026-11-01 02:00 EST", ""),
     ]
 
 
 def test_it_explains_a_repeated_half_hour():
-    second_passes = [n for n in notes("*/15 * * * *", "Australia/Lord_Howe", "2026-04-05 01:15 +11", 5)
-                     if "second" in n[1]]
+    second_passes = [
+        n for n in notes("*/15 * * * *", "Australia/Lord_Howe", "2026-04-05 01:15 +11", 5) if "second" in n[1]
+    ]
     assert second_passes == [
-        ("2026-04-05 01:30 +1030",
-         "repeated 30 minutes: fires on both passes; this is the second (01:30 +1030)"),
-        ("2026-04-05 01:45 +1030",
-         "repeated 30 minutes: fires on both passes; this is the second (01:45 +1030)"),
+        ("2026-04-05 01:30 +1030", "repeated 30 minutes: fires on both passes; this is the second (01:30 +1030)"),
+        ("2026-04-05 01:45 +1030", "repeated 30 minutes: fires on both passes; this is the second (01:45 +1030)"),
     ]
 
 
 def test_it_explains_wildcard_times_lost_in_a_gap():
     assert notes("*/15 * * * *", "America/New_York", "2026-03-08 01:30 EST", 3) == [
         ("2026-03-08 01:45 EST", ""),
-        ("2026-03-08 03:00 EDT", "skipped 02:00-02:45, which do not exist on 2026-03-08 in "
-                                 "America/New_York (clocks jump 02:00→03:00)"),
+        (
+            "2026-03-08 03:00 EDT",
+            "skipped 02:00-02:45, which do not exist on 2026-03-08 in America/New_York (clocks jump 02:00→03:00)",
+        ),
         ("2026-03-08 03:15 EDT", ""),
     ]
     assert notes("30 * * * *", "Europe/London", "2026-03-29 00:45 GMT", 1) == [
-        ("2026-03-29 02:30 BST", "skipped 01:30, which does not exist on 2026-03-29 in "
-                                 "Europe/London (clocks jump 01:00→02:00)"),
+        (
+            "2026-03-29 02:30 BST",
+            "skipped 01:30, which does not exist on 2026-03-29 in Europe/London (clocks jump 01:00→02:00)",
+        ),
     ]
 
 
@@ -398,15 +440,20 @@ def test_it_explains_a_skipped_day():
     """Samoa skipped 30 December 2011, moving from UTC-10 to UTC+14."""
     assert notes("0 12 * * *", "Pacific/Apia", "2011-12-29 06:00 -10", 2) == [
         ("2011-12-29 12:00 -10", ""),
-        ("2011-12-31 00:00 +14", "12:00 does not exist on 2011-12-30 in Pacific/Apia (clocks "
-                                 "jump 2011-12-30 00:00→2011-12-31 00:00); runs at 00:00 +14"),
+        (
+            "2011-12-31 00:00 +14",
+            "12:00 does not exist on 2011-12-30 in Pacific/Apia (clocks "
+            "jump 2011-12-30 00:00→2011-12-31 00:00); runs at 00:00 +14",
+        ),
     ]
 
 
 def test_it_moves_a_midnight_job_out_of_a_midnight_gap():
     """Chile springs forward at midnight: 00:00 does not exist on 2026-09-06."""
     assert runs("@daily", "America/Santiago", "2026-09-05 12:00 -04", 2) == [
-        "2026-09-06 01:00 -03", "2026-09-07 00:00 -03"]
+        "2026-09-06 01:00 -03",
+        "2026-09-07 00:00 -03",
+    ]
 
 
 def test_it_previews_the_same_runs_it_schedules():

@@ -26,7 +26,7 @@ def test_it_refuses_a_timeout_over_six_hours_at_the_database(acme, make_job):
 
 def test_it_keeps_one_run_per_scheduled_occurrence(acme, make_job, make_run):
     job = make_job(acme)
-    due = dt.datetime(2026, 6, 1, 2, 0, tzinfo=dt.timezone.utc)
+    due = dt.datetime(2026, 6, 1, 2, 0, tzinfo=dt.UTC)
     make_run(job, due_at=due)
     refused(lambda: make_run(job, due_at=due))
     make_run(job, due_at=due, origin="trigger")  # an ad hoc run at the same instant is a different run

@@ -33,7 +33,9 @@ def main(queue, outfile):
             continue
         empty = 0
         claimed += [lease.run_id for lease in leases]
-        transitions.complete_many([transitions.Completion(l.run_id, l.fencing_token, "succeeded") for l in leases])
+        transitions.complete_many(
+            [transitions.Completion(lease.run_id, lease.fencing_token, "succeeded") for lease in leases]
+        )
         time.sleep(PAUSE)  # the handlers' work: lets the others in (SQLite's busy wait is not fair)
     with open(outfile, "w") as out:
         json.dump(claimed, out)

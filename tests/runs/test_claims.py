@@ -10,7 +10,7 @@ from runs import claims, transitions
 from runs.claims import Candidate, priority_quotas
 from runs.models import Run
 
-T0 = dt.datetime(2026, 6, 1, 9, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 6, 1, 9, 0, tzinfo=dt.UTC)
 NOW = T0 + dt.timedelta(hours=1)
 
 
@@ -58,7 +58,7 @@ def test_it_serves_tenants_round_robin_so_a_big_backlog_cannot_starve_a_small_on
 def test_it_takes_the_oldest_runs_first_within_a_tenant(acme, make_job, make_run):
     runs = fill(make_run, make_job(acme, "fifo", overlap_policy="allow"), 5)
     leases = claims.claim(["default"], 2, "w", now=NOW)
-    assert sorted(l.run_id for l in leases) == [runs[0].pk, runs[1].pk]
+    assert sorted(lease.run_id for lease in leases) == [runs[0].pk, runs[1].pk]
 
 
 def test_it_serves_only_the_asked_queues_and_the_asked_tenant(acme, globex, make_job, make_run):
@@ -66,7 +66,7 @@ def test_it_serves_only_the_asked_queues_and_the_asked_tenant(acme, globex, make
     fill(make_run, make_job(globex, "globex.mail", queue="mail", overlap_policy="allow"), 3)
     fill(make_run, make_job(acme, "other", queue="other", overlap_policy="allow"), 3)
     leases = claims.claim(["mail"], 10, "w", tenant_id=acme.pk, now=NOW)
-    assert {(l.tenant_id, l.queue) for l in leases} == {(acme.pk, "mail")} and len(leases) == 3
+    assert {(lease.tenant_id, lease.queue) for lease in leases} == {(acme.pk, "mail")} and len(leases) == 3
 
 
 def test_it_holds_a_tenant_to_its_concurrent_cap(acme, make_job, make_run):
@@ -140,7 +140,9 @@ def candidate(i, tenant=1, job=1, priority=1, origin="api", overlap="allow", con
 
 
 def test_choose_leases_one_of_two_due_occurrences_of_a_forbid_job_and_holds_the_other():
-    decision = claims.choose([candidate(1, origin="schedule", overlap="forbid"), candidate(2, origin="schedule", overlap="forbid")], 10)
+    decision = claims.choose(
+        [candidate(1, origin="schedule", overlap="forbid"), candidate(2, origin="schedule", overlap="forbid")], 10
+    )
     assert decision.lease == [1] and decision.skip == []
 
 

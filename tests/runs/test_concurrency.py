@@ -14,7 +14,6 @@ from tests.conftest import engine_env, is_postgres
 pytestmark = [pytest.mark.concurrency, pytest.mark.django_db(transaction=True)]
 
 
-
 def test_it_leases_each_of_10000_due_runs_exactly_once_across_processes(acme, make_job, tmp_path):
     # SQLite serialises every writer and its busy wait is not fair (a process
     # that lost a few times backs off to 100 ms sleeps), so it races two
@@ -24,7 +23,9 @@ def test_it_leases_each_of_10000_due_runs_exactly_once_across_processes(acme, ma
     insert_runs(job, dt_now(), runs)
     outs = [tmp_path / f"claimer-{i}.json" for i in range(claimers)]
     procs = [
-        subprocess.Popen([sys.executable, "-m", "tests.runs.claimer", "contended", str(out)], env=engine_env(CLAIMER_PAUSE=pause))
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.runs.claimer", "contended", str(out)], env=engine_env(CLAIMER_PAUSE=pause)
+        )
         for out in outs
     ]
     wait_for(lambda: all((tmp_path / f"claimer-{i}.json.ready").exists() for i in range(claimers)))

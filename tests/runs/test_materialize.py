@@ -11,7 +11,7 @@ from jobs.models import JobDefinition
 from runs import controls, enqueue, materialize
 from runs.models import Run
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 T0 = dt.datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
 
 
@@ -22,8 +22,13 @@ def minutes(n):
 @pytest.fixture
 def every_minute(acme):
     job = JobDefinition(
-        tenant=acme, name="ping", schedule_kind="cron", cron_expr="* * * * *", time_zone="Europe/Berlin",
-        target_kind="python", target_ref="tests.handlers.noop",
+        tenant=acme,
+        name="ping",
+        schedule_kind="cron",
+        cron_expr="* * * * *",
+        time_zone="Europe/Berlin",
+        target_kind="python",
+        target_ref="tests.handlers.noop",
     )
     save_definition(job, "test", now=T0 - dt.timedelta(seconds=30))
     return job
@@ -60,8 +65,13 @@ def test_it_is_harmless_to_materialise_twice(every_minute):
 
 def test_it_offsets_available_at_by_the_jobs_fixed_jitter(acme, make_job):
     job = JobDefinition(
-        tenant=acme, name="herd", schedule_kind="cron", cron_expr="0 * * * *", jitter_seconds=600,
-        target_kind="python", target_ref="tests.handlers.noop",
+        tenant=acme,
+        name="herd",
+        schedule_kind="cron",
+        cron_expr="0 * * * *",
+        jitter_seconds=600,
+        target_kind="python",
+        target_ref="tests.handlers.noop",
     )
     save_definition(job, "test", now=T0 - minutes(1))
     materialize.materialize(T0, lookahead=0)
@@ -80,7 +90,7 @@ def outage(job, policy, hours=2, **fields):
 
 
 def test_it_runs_only_the_latest_missed_occurrence_under_run_once(every_minute):
-    back = outage(every_minute, "run_once")
+    outage(every_minute, "run_once")
     assert scheduled(every_minute)[0] == T0 + minutes(120)  # 11:00, the latest missed one
     (summary,) = skipped(every_minute)
     assert (summary.due_at, summary.covers_until) == (T0, T0 + minutes(119))
@@ -126,8 +136,13 @@ def test_it_keeps_firing_after_the_outage(every_minute):
 
 def test_it_runs_a_fixed_job_once_when_its_time_falls_in_the_spring_gap(acme):
     job = JobDefinition(
-        tenant=acme, name="nightly", schedule_kind="cron", cron_expr="30 2 * * *", time_zone="America/New_York",
-        target_kind="python", target_ref="tests.handlers.noop",
+        tenant=acme,
+        name="nightly",
+        schedule_kind="cron",
+        cron_expr="30 2 * * *",
+        time_zone="America/New_York",
+        target_kind="python",
+        target_ref="tests.handlers.noop",
     )
     before = dt.datetime(2026, 3, 7, 12, 0, tzinfo=UTC)
     save_definition(job, "test", now=before)
@@ -138,8 +153,12 @@ def test_it_runs_a_fixed_job_once_when_its_time_falls_in_the_spring_gap(acme):
 
 def test_it_runs_an_at_job_once(acme):
     job = JobDefinition(
-        tenant=acme, name="launch", schedule_kind="at", run_at=T0 + minutes(5),
-        target_kind="python", target_ref="tests.handlers.noop",
+        tenant=acme,
+        name="launch",
+        schedule_kind="at",
+        run_at=T0 + minutes(5),
+        target_kind="python",
+        target_ref="tests.handlers.noop",
     )
     save_definition(job, "test", now=T0)
     materialize.materialize(T0 + minutes(5), lookahead=60)

@@ -8,8 +8,8 @@ from django.db import connection
 from django.utils import timezone
 
 from runs import rollups
-from runs.rollups import JobHour, RollupCursor, TenantMinute, lateness_bin, percentile
 from runs.admin.stats import job_lateness, lateness_series
+from runs.rollups import JobHour, RollupCursor, TenantMinute, lateness_bin, percentile
 
 
 def test_it_reads_percentiles_back_within_the_bin_width():
@@ -48,7 +48,9 @@ def test_it_counts_retries_outcomes_but_lateness_only_for_first_attempts(acme, m
     now = timezone.now()
     run = make_run(make_job(acme, "a.job"), state="succeeded", due_at=now - dt.timedelta(minutes=5), attempt=2)
     make_attempt(run, attempt=1, late=dt.timedelta(seconds=1), outcome="failed", ended=now - dt.timedelta(minutes=4))
-    make_attempt(run, attempt=2, late=dt.timedelta(seconds=50), outcome="succeeded", ended=now - dt.timedelta(minutes=3))
+    make_attempt(
+        run, attempt=2, late=dt.timedelta(seconds=50), outcome="succeeded", ended=now - dt.timedelta(minutes=3)
+    )
     rollups.tick(now)
     rows = TenantMinute.objects.filter(tenant=run.tenant)
     assert sum(r.first_attempts for r in rows) == 1
@@ -77,7 +79,7 @@ def test_it_never_double_counts_when_two_schedulers_tick_at_once(acme, make_job,
     def tick():
         barrier.wait()
         counts.append(rollups.tick(now, batch=50))
-        while (n := rollups.tick(now, batch=50)):
+        while n := rollups.tick(now, batch=50):
             counts.append(n)
         connection.close()
 

@@ -13,8 +13,13 @@ from runs.targets import Context
 
 def context(**fields):
     values = dict(
-        run_id=7, job_name="billing.export", attempt=1, idempotency_key="billing.export@2026-06-01T11:00:00+02:00",
-        fencing_token=42, payload={"account": 1}, due_at=dt.datetime(2026, 6, 1, 9, tzinfo=dt.timezone.utc),
+        run_id=7,
+        job_name="billing.export",
+        attempt=1,
+        idempotency_key="billing.export@2026-06-01T11:00:00+02:00",
+        fencing_token=42,
+        payload={"account": 1},
+        due_at=dt.datetime(2026, 6, 1, 9, tzinfo=dt.UTC),
     )
     values.update(fields)
     return Context(**values)
@@ -74,7 +79,9 @@ def test_it_posts_the_payload_with_the_idempotency_key_and_fencing_token(endpoin
     assert request["headers"]["X-Duetime-Fencing-Token"] == "42"
 
 
-@pytest.mark.parametrize("status, retryable", [(500, True), (503, True), (429, True), (408, True), (400, False), (404, False)])
+@pytest.mark.parametrize(
+    "status, retryable", [(500, True), (503, True), (429, True), (408, True), (400, False), (404, False)]
+)
 def test_it_classifies_http_failures(endpoint, settings, status, retryable):
     settings.DUETIME_HTTP_ALLOW_PRIVATE = True
     Endpoint.status = status

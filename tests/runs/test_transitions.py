@@ -14,7 +14,7 @@ from runs import claims, transitions
 from runs.models import Attempt, Run
 from runs.transitions import TRANSITIONS, Completion, StaleLease
 
-T0 = dt.datetime(2026, 6, 1, 9, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 6, 1, 9, 0, tzinfo=dt.UTC)
 
 
 def at(seconds):
@@ -23,7 +23,9 @@ def at(seconds):
 
 @pytest.fixture
 def job(acme, make_job):
-    return make_job(acme, "billing.export", overlap_policy="allow", max_attempts=3, retry_base_seconds=10, retry_max_seconds=60)
+    return make_job(
+        acme, "billing.export", overlap_policy="allow", max_attempts=3, retry_base_seconds=10, retry_max_seconds=60
+    )
 
 
 def lease_one(job, make_run, now=at(0), **fields):
@@ -60,7 +62,10 @@ def test_it_succeeds_and_records_the_attempt_in_the_same_transaction(job, make_r
     assert run.finished_at == at(2) and run.lease_expires_at is None
     (attempt,) = Attempt.objects.filter(run=run)
     assert (attempt.outcome, attempt.fencing_token, attempt.started_at, attempt.ended_at) == (
-        "succeeded", lease.fencing_token, at(0), at(2)
+        "succeeded",
+        lease.fencing_token,
+        at(0),
+        at(2),
     )
     assert attempt.lateness == dt.timedelta(0)
 
@@ -93,7 +98,9 @@ def test_it_dead_letters_a_run_that_exhausts_its_attempts(job, make_run):
 
 def test_it_skips_the_remaining_attempts_on_a_permanent_error(job, make_run):
     run, lease = lease_one(job, make_run)
-    assert transitions.complete(run.pk, lease.fencing_token, "failed", "bad input", retryable=False, now=at(1)) == "dead"
+    assert (
+        transitions.complete(run.pk, lease.fencing_token, "failed", "bad input", retryable=False, now=at(1)) == "dead"
+    )
     assert DeadLetter.objects.filter(run=run).exists()
 
 
@@ -225,7 +232,7 @@ def test_it_completes_a_batch_and_reports_the_stale_ones(job, make_run):
     leases = claims.claim(["default"], 3, "w", now=at(10))
     stale = Completion(leases[0].run_id, leases[0].fencing_token - 100, "succeeded")
     moved = transitions.complete_many(
-        [stale] + [Completion(l.run_id, l.fencing_token, "succeeded") for l in leases[1:]], now=at(11)
+        [stale] + [Completion(lease.run_id, lease.fencing_token, "succeeded") for lease in leases[1:]], now=at(11)
     )
     assert moved == {leases[1].run_id: "succeeded", leases[2].run_id: "succeeded"}
     assert {state(r) for r in runs} == {"leased", "succeeded"}

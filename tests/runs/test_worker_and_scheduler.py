@@ -35,7 +35,9 @@ def test_it_claims_executes_and_completes_in_batches(acme, make_job):
 
 
 def test_it_heartbeats_long_runs_past_the_lease(acme, make_job, tmp_path):
-    job = make_job(acme, "long", target_ref="tests.handlers.hold_then_report", payload={"report": str(tmp_path), "hold": 3})
+    job = make_job(
+        acme, "long", target_ref="tests.handlers.hold_then_report", payload={"report": str(tmp_path), "hold": 3}
+    )
     run, _ = enqueue.enqueue(job)
     worker = Worker(["default"], concurrency=2, lease_seconds=2, heartbeat_seconds=0.5)
     try:
@@ -46,7 +48,9 @@ def test_it_heartbeats_long_runs_past_the_lease(acme, make_job, tmp_path):
 
 
 def test_it_releases_what_it_holds_when_drained(acme, make_job, tmp_path):
-    job = make_job(acme, "held", target_ref="tests.handlers.hold_then_report", payload={"report": str(tmp_path), "hold": 30})
+    job = make_job(
+        acme, "held", target_ref="tests.handlers.hold_then_report", payload={"report": str(tmp_path), "hold": 30}
+    )
     run, _ = enqueue.enqueue(job)
     worker = Worker(["default"], concurrency=1)
     drive(worker, lambda: (tmp_path / "1.started").exists())
@@ -57,7 +61,11 @@ def test_it_releases_what_it_holds_when_drained(acme, make_job, tmp_path):
 
 def test_the_scheduler_step_materialises_and_reaps(acme):
     job = JobDefinition(
-        tenant=acme, name="tick", schedule_kind="cron", cron_expr="* * * * *", target_kind="python",
+        tenant=acme,
+        name="tick",
+        schedule_kind="cron",
+        cron_expr="* * * * *",
+        target_kind="python",
         target_ref="tests.handlers.noop",
     )
     save_definition(job, "test")

@@ -30,5 +30,7 @@ class Command(BaseCommand):
             raise CommandError(f"not a queue name: {', '.join(bad)} (use lowercase letters, digits, '.', '_' or '-')")
         token, secret = ApiToken.issue(owner, kind, name=name, queues=queue_list)
         audit.record("cli:create_token", "issue_token", token, detail={"kind": kind, "queues": queue_list})
-        self.stdout.write(f"Issued {kind} token {token.prefix}... for tenant {owner.name}. Keep the secret; it is not shown again:")
+        self.stdout.write(
+            f"Issued {kind} token {token.prefix}... for tenant {owner.name}. Keep the secret; it is not shown again:"
+        )
         self.stdout.write(secret)

@@ -24,7 +24,9 @@ def instant(text):
     """An ISO 8601 instant; without an offset it is read as UTC."""
     value = parse_datetime(text)
     if value is None:
-        raise CommandError(f"'{text}' is not a date and time: use ISO 8601, e.g. 2026-05-01T00:00 or 2026-05-01T00:00+02:00")
+        raise CommandError(
+            f"'{text}' is not a date and time: use ISO 8601, e.g. 2026-05-01T00:00 or 2026-05-01T00:00+02:00"
+        )
     return value if timezone.is_aware(value) else value.replace(tzinfo=dt.UTC)
 
 
@@ -36,7 +38,9 @@ class Command(BaseCommand):
         parser.add_argument("--tenant", required=True, help="The tenant the job belongs to.")
         parser.add_argument("--start", required=True, help="Window start, ISO 8601 (UTC unless an offset is given).")
         parser.add_argument("--end", required=True, help="Window end (exclusive), in the past.")
-        parser.add_argument("--max-runs", type=int, default=100, help=f"Cap on runs created (1 to {controls.BACKFILL_LIMIT}).")
+        parser.add_argument(
+            "--max-runs", type=int, default=100, help=f"Cap on runs created (1 to {controls.BACKFILL_LIMIT})."
+        )
         parser.add_argument("--note", default="", help="Why: saved in the audit record.")
         parser.add_argument("--dry-run", action="store_true", help="Only say how many runs it would create.")
 
@@ -52,7 +56,13 @@ class Command(BaseCommand):
                 self.stdout.write(f"Would create {len(times)} run(s) of {tenant}/{job}{more}.")
                 return
             runs = controls.backfill(
-                definition, start, end, actor=f"cli:{getpass.getuser()}", max_runs=max_runs, note=note, progress=self.progress
+                definition,
+                start,
+                end,
+                actor=f"cli:{getpass.getuser()}",
+                max_runs=max_runs,
+                note=note,
+                progress=self.progress,
             )
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages))

@@ -5,9 +5,8 @@ from django.db import connection
 
 
 def _workloads():
-    from bench import explain
+    from bench import explain, portal
     from bench.workloads import WORKLOADS
-    from bench import portal
 
     return {**WORKLOADS, "explain": explain.run, "portal": portal.run}
 

@@ -37,7 +37,11 @@ class Command(BaseCommand):
             if result.inserted or result.skipped or result.reaped:
                 log.info(
                     "tick: shards=%d jobs=%d inserted=%d skipped=%d reaped=%d",
-                    result.shards, result.materialized_jobs, result.inserted, result.skipped, result.reaped,
+                    result.shards,
+                    result.materialized_jobs,
+                    result.inserted,
+                    result.skipped,
+                    result.reaped,
                 )
             if once:
                 break

@@ -17,7 +17,9 @@ class Command(BaseCommand):
         parser.add_argument("--queues", default="default", help="Comma-separated queues to serve.")
         parser.add_argument("--concurrency", type=int, default=10, help="Runs executed at once (threads).")
         parser.add_argument("--batch", type=int, default=0, help="Most runs per claim (default DUETIME_CLAIM_BATCH).")
-        parser.add_argument("--poll", type=float, default=0, help="Seconds between claims when idle (default DUETIME_POLL_SECONDS).")
+        parser.add_argument(
+            "--poll", type=float, default=0, help="Seconds between claims when idle (default DUETIME_POLL_SECONDS)."
+        )
         parser.add_argument("--grace", type=float, default=30, help="Seconds to let running work finish on SIGTERM.")
         parser.add_argument("--worker-id", default="", help="Name recorded on leases (default host:pid).")
         parser.add_argument("--once", action="store_true", help="Claim once, wait for those runs, complete, exit.")

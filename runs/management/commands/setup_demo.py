@@ -9,14 +9,29 @@ from jobs.definitions import save_definition
 from jobs.models import JobDefinition, Tenant
 
 DEMO_JOBS = [
-    dict(name="demo.hello-berlin", cron_expr="* * * * *", time_zone="Europe/Berlin", target_ref="examples.demo_handlers.hello"),
     dict(
-        name="demo.flaky-export", cron_expr="*/2 * * * *", time_zone="UTC", target_ref="examples.demo_handlers.flaky",
-        retry_base_seconds=2, retry_max_seconds=10, max_attempts=5,
+        name="demo.hello-berlin",
+        cron_expr="* * * * *",
+        time_zone="Europe/Berlin",
+        target_ref="examples.demo_handlers.hello",
     ),
     dict(
-        name="demo.always-fails", cron_expr="*/2 * * * *", time_zone="America/New_York",
-        target_ref="examples.demo_handlers.always_fails", retry_base_seconds=1, retry_max_seconds=4, max_attempts=3,
+        name="demo.flaky-export",
+        cron_expr="*/2 * * * *",
+        time_zone="UTC",
+        target_ref="examples.demo_handlers.flaky",
+        retry_base_seconds=2,
+        retry_max_seconds=10,
+        max_attempts=5,
+    ),
+    dict(
+        name="demo.always-fails",
+        cron_expr="*/2 * * * *",
+        time_zone="America/New_York",
+        target_ref="examples.demo_handlers.always_fails",
+        retry_base_seconds=1,
+        retry_max_seconds=4,
+        max_attempts=3,
     ),
 ]
 

@@ -20,7 +20,7 @@ def test_it_shows_the_error_the_payload_and_new_dead_letters_per_job(as_alice, a
     make_dead(job, timezone.now() - dt.timedelta(days=3))
     page = as_alice.get(DLQ).content.decode()
     assert "ValueError: the export file is empty" in page
-    assert "<td class=\"field-new_for_job_24h\">2</td>" in page
+    assert '<td class="field-new_for_job_24h">2</td>' in page
     detail = as_alice.get(reverse("admin:dlq_deadletter_change", args=[first.pk])).content.decode()
     assert "&quot;month&quot;: &quot;2026-05&quot;" in detail
     assert "Traceback" in detail

@@ -20,9 +20,13 @@ def nightly(acme, make_job):
     return make_job(acme, "billing.nightly", cron_expr="0 2 * * *", time_zone="Europe/Berlin")
 
 
-def test_it_shows_the_schedule_in_words_next_due_in_both_zones_and_the_last_outcome(as_alice, nightly, make_run, make_attempt):
+def test_it_shows_the_schedule_in_words_next_due_in_both_zones_and_the_last_outcome(
+    as_alice, nightly, make_run, make_attempt
+):
     JobDefinition.objects.filter(pk=nightly.pk).update(next_due_at=dt.datetime(2026, 7, 1, 0, 0, tzinfo=dt.UTC))
-    run = make_run(nightly, state="dead", due_at=timezone.now() - dt.timedelta(minutes=5), last_error="ValueError: empty export")
+    run = make_run(
+        nightly, state="dead", due_at=timezone.now() - dt.timedelta(minutes=5), last_error="ValueError: empty export"
+    )
     make_attempt(run, late=dt.timedelta(seconds=3), outcome="failed", ended=timezone.now() - dt.timedelta(minutes=1))
     tick(timezone.now())
     page = as_alice.get(CHANGELIST).content.decode()
@@ -42,7 +46,8 @@ def test_it_creates_a_job_through_the_one_validation_path(as_alice, acme):
 
 def test_it_turns_an_invalid_cron_or_zone_into_form_errors_that_say_how_to_fix_them(as_alice, acme):
     response = as_alice.post(
-        reverse("admin:jobs_jobdefinition_add"), job_form(acme, "reports.bad", cron_expr="61 * * * *", time_zone="Europe/Berlinn")
+        reverse("admin:jobs_jobdefinition_add"),
+        job_form(acme, "reports.bad", cron_expr="61 * * * *", time_zone="Europe/Berlinn"),
     )
     page = response.content.decode()
     assert response.status_code == 200
@@ -66,7 +71,9 @@ def test_it_previews_a_pause_and_pauses_with_an_audit_note(as_alice, nightly, ma
 
 
 def test_it_previews_a_resume_with_the_occurrences_passed_over(as_alice, nightly):
-    JobDefinition.objects.filter(pk=nightly.pk).update(status="paused", next_due_at=timezone.now() - dt.timedelta(days=3))
+    JobDefinition.objects.filter(pk=nightly.pk).update(
+        status="paused", next_due_at=timezone.now() - dt.timedelta(days=3)
+    )
     page = action(as_alice, CHANGELIST, "resume_jobs", [nightly.pk]).content.decode()
     assert "1 paused job(s) will resume" in page
     assert "3 occurrence(s) passed over while paused are recorded as skipped" in page
@@ -102,14 +109,20 @@ def test_it_backfills_a_window_with_a_preview_then_chunk_by_chunk(as_alice, nigh
     window = {"start": start.strftime("%Y-%m-%d %H:%M:%S"), "end": end.strftime("%Y-%m-%d %H:%M:%S"), "max_runs": "7"}
     form = action(as_alice, CHANGELIST, "backfill_jobs", [nightly.pk]).content.decode()
     assert 'name="start"' in form and "Preview" in form
-    preview = as_alice.post(CHANGELIST, {"action": "backfill_jobs", "_selected_action": [nightly.pk], "post": "preview", **window, "note": "outage"})
+    preview = as_alice.post(
+        CHANGELIST,
+        {"action": "backfill_jobs", "_selected_action": [nightly.pk], "post": "preview", **window, "note": "outage"},
+    )
     text = preview.content.decode()
     assert "7 run(s) will be created for 1 job(s)" in text
     assert "capped" in text
     progress = confirm(as_alice, CHANGELIST, "backfill_jobs", [nightly.pk], **window, note="outage").content.decode()
     assert "data-backfill-job" in progress and 'data-total="7"' in progress
     step_url = reverse("admin:jobs_jobdefinition_backfill_step")
-    answer = as_alice.post(step_url, {"job": nightly.pk, "cursor": start.isoformat(), "end": end.isoformat(), "remaining": 7, "note": "outage"}).json()
+    answer = as_alice.post(
+        step_url,
+        {"job": nightly.pk, "cursor": start.isoformat(), "end": end.isoformat(), "remaining": 7, "note": "outage"},
+    ).json()
     assert answer["created"] == 7 and answer["done"] is True
     assert Run.objects.filter(job=nightly, origin="backfill").count() == 7
     assert AuditEntry.objects.get(action="backfill").note == "outage"
@@ -119,7 +132,9 @@ def test_it_refuses_a_backfill_window_in_the_future(as_alice, nightly):
     start = timezone.now() - dt.timedelta(days=1)
     end = timezone.now() + dt.timedelta(days=1)
     window = {"start": start.strftime("%Y-%m-%d %H:%M:%S"), "end": end.strftime("%Y-%m-%d %H:%M:%S"), "max_runs": "100"}
-    page = as_alice.post(CHANGELIST, {"action": "backfill_jobs", "_selected_action": [nightly.pk], "post": "preview", **window}).content.decode()
+    page = as_alice.post(
+        CHANGELIST, {"action": "backfill_jobs", "_selected_action": [nightly.pk], "post": "preview", **window}
+    ).content.decode()
     assert "A backfill covers the past" in page
     assert not Run.objects.filter(origin="backfill").exists()
 
@@ -140,7 +155,16 @@ def test_it_pauses_ten_thousand_jobs_in_a_few_seconds(as_carol, acme):
 
     now = timezone.now()
     JobDefinition.objects.bulk_create(
-        [JobDefinition(tenant=acme, name=f"bulk.{i:05d}", schedule_kind="none", target_ref="tests.handlers.noop", created_at=now) for i in range(10_000)]
+        [
+            JobDefinition(
+                tenant=acme,
+                name=f"bulk.{i:05d}",
+                schedule_kind="none",
+                target_ref="tests.handlers.noop",
+                created_at=now,
+            )
+            for i in range(10_000)
+        ]
     )
     ids = list(JobDefinition.objects.filter(tenant=acme).values_list("pk", flat=True)[:100])
     started = time.monotonic()

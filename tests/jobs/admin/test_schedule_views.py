@@ -5,8 +5,8 @@ import datetime as dt
 import pytest
 from django.urls import reverse
 
-from jobs.heatmap import advice, heatmap
 from jobs.admin.schedule_views import preview_data
+from jobs.heatmap import advice, heatmap
 
 PREVIEW = reverse("admin:portal_schedule_preview")
 
@@ -64,12 +64,24 @@ def test_it_renders_the_heatmap_page(as_alice, acme, make_job):
 
 
 @pytest.mark.parametrize("zone", ["America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "UTC"])
-@pytest.mark.parametrize("day", [dt.datetime(2026, 3, 8, tzinfo=dt.UTC), dt.datetime(2026, 3, 29, tzinfo=dt.UTC), dt.datetime(2026, 11, 1, tzinfo=dt.UTC), dt.datetime(2026, 4, 5, tzinfo=dt.UTC)])
+@pytest.mark.parametrize(
+    "day",
+    [
+        dt.datetime(2026, 3, 8, tzinfo=dt.UTC),
+        dt.datetime(2026, 3, 29, tzinfo=dt.UTC),
+        dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
+        dt.datetime(2026, 4, 5, tzinfo=dt.UTC),
+    ],
+)
 def test_it_counts_wildcard_starts_exactly_as_cron_occurrences_does_dst_days_included(zone, day):
     from jobs import cron
     from jobs.heatmap import MINUTES, _starts
 
     for expr in ("* * * * *", "*/7 1-3 * * *", "0 * * * *", "*/5 * 8 * 1", "30 * * 3 0", "0 2 * * *"):
         end = day + dt.timedelta(minutes=MINUTES)
-        expected = [int((t - day) / dt.timedelta(minutes=1)) for t in cron.occurrences(expr, zone, day - dt.timedelta(microseconds=1), MINUTES + 1) if t < end]
+        expected = [
+            int((t - day) / dt.timedelta(minutes=1))
+            for t in cron.occurrences(expr, zone, day - dt.timedelta(microseconds=1), MINUTES + 1)
+            if t < end
+        ]
         assert _starts(expr, zone, day) == expected, expr

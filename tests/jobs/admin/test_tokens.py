@@ -7,7 +7,10 @@ from tests.fixtures.portal import confirm
 
 
 def test_it_creates_a_token_and_shows_its_secret_once(as_alice, acme):
-    response = as_alice.post(reverse("admin:jobs_apitoken_add"), {"tenant": acme.pk, "kind": "worker", "name": "etl", "queue_names": "default, reports"})
+    response = as_alice.post(
+        reverse("admin:jobs_apitoken_add"),
+        {"tenant": acme.pk, "kind": "worker", "name": "etl", "queue_names": "default, reports"},
+    )
     page = response.content.decode()
     token = ApiToken.objects.get(tenant=acme, name="etl")
     assert token.queues == ["default", "reports"]
@@ -19,7 +22,9 @@ def test_it_creates_a_token_and_shows_its_secret_once(as_alice, acme):
 
 
 def test_it_asks_a_worker_token_for_its_queues(as_alice, acme):
-    page = as_alice.post(reverse("admin:jobs_apitoken_add"), {"tenant": acme.pk, "kind": "worker", "name": "w"}).content.decode()
+    page = as_alice.post(
+        reverse("admin:jobs_apitoken_add"), {"tenant": acme.pk, "kind": "worker", "name": "w"}
+    ).content.decode()
     assert "list at least one" in page
     assert not ApiToken.objects.exists()
 

@@ -142,7 +142,9 @@ def test_it_deletes_a_job_and_cancels_its_future_runs(api, acme_team, acme, make
     assert (waiting.state, waiting.reason) == ("cancelled", "job deleted")
     assert done.state == "succeeded"
     assert api.get("/v1/jobs", token=acme_team).json()["results"] == []
-    assert [j["name"] for j in api.get("/v1/jobs?status=cancelled", token=acme_team).json()["results"]] == ["billing.export"]
+    assert [j["name"] for j in api.get("/v1/jobs?status=cancelled", token=acme_team).json()["results"]] == [
+        "billing.export"
+    ]
     assert api.delete("/v1/jobs/billing.export", token=acme_team).json()["cancelled_runs"] == 0
 
 
@@ -228,9 +230,17 @@ def test_it_explains_a_backfill_it_cannot_do(api, acme_team):
     window = {"start": (now - dt.timedelta(days=1)).isoformat(), "end": now.isoformat()}
     future = {"start": now.isoformat(), "end": (now + dt.timedelta(days=1)).isoformat()}
 
-    not_cron = assert_problem(api.post("/v1/jobs/billing.once:backfill", token=acme_team, json=window), 400, "invalid-schedule")
-    too_late = assert_problem(api.post("/v1/jobs/billing.hourly:backfill", token=acme_team, json=future), 400, "validation-error")
-    naive = api.post("/v1/jobs/billing.hourly:backfill", token=acme_team, json={"start": "2026-01-01T00:00:00", "end": "2026-01-02T00:00:00"})
+    not_cron = assert_problem(
+        api.post("/v1/jobs/billing.once:backfill", token=acme_team, json=window), 400, "invalid-schedule"
+    )
+    too_late = assert_problem(
+        api.post("/v1/jobs/billing.hourly:backfill", token=acme_team, json=future), 400, "validation-error"
+    )
+    naive = api.post(
+        "/v1/jobs/billing.hourly:backfill",
+        token=acme_team,
+        json={"start": "2026-01-01T00:00:00", "end": "2026-01-02T00:00:00"},
+    )
 
     assert not_cron["errors"][0]["field"] == "schedule.kind"
     assert too_late["errors"][0]["field"] == "end"

@@ -32,7 +32,7 @@ def test_it_shows_runs_by_state_backlog_leases_and_dead_letters(as_alice, busy_a
     assert "Runs by state" in page
     for state in ("scheduled", "ready", "leased", "retry_wait", "succeeded", "dead", "cancelled", "skipped"):
         assert f"dt-state-{state}" in page
-    assert "<th scope=\"row\">reports</th><td>2</td>" in page  # two ready, the third not yet available
+    assert '<th scope="row">reports</th><td>2</td>' in page  # two ready, the third not yet available
     assert "7.0 min" in page  # the oldest ready run has waited about 7 minutes
     assert "billing.export" in page and "Dead letters per job" in page
     assert "<svg" in page and "New dead letters per hour" in page

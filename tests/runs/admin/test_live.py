@@ -116,7 +116,12 @@ def redis_up():
 def test_it_works_over_the_redis_channel_layer(client, alice, acme, make_job, make_run):
     headers = cookie_for(client, alice)
     job = make_job(acme, "a.job")
-    layers = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"], "prefix": "duetime-test"}}}
+    layers = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"], "prefix": "duetime-test"},
+        }
+    }
 
     async def story():
         from channels.layers import channel_layers

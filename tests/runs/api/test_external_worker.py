@@ -20,7 +20,10 @@ def render_job(api, acme_team):
 
 
 def enqueue(api, token, n=1):
-    return [api.post("/v1/jobs/reports.render/runs", token=token, json={"payload": {"page": i}}).json()["id"] for i in range(n)]
+    return [
+        api.post("/v1/jobs/reports.render/runs", token=token, json={"payload": {"page": i}}).json()["id"]
+        for i in range(n)
+    ]
 
 
 def worker(live_server, token, name, handler, lease_seconds=5):
@@ -47,10 +50,16 @@ def test_it_leases_heartbeats_while_working_and_completes(live_server, api, acme
     assert (job["payload"], job["idempotency_key"]) == ({"page": 0}, run.idempotency_key)
     assert job.heartbeats >= 2
     attempt = run.attempts.get()
-    assert (attempt.outcome, attempt.worker_id, attempt.fencing_token) == ("succeeded", "renderer-1", lease["fencing_token"])
+    assert (attempt.outcome, attempt.worker_id, attempt.fencing_token) == (
+        "succeeded",
+        "renderer-1",
+        lease["fencing_token"],
+    )
 
 
-def test_it_reports_failures_for_retry_and_permanent_ones_for_the_dlq(live_server, api, acme_team, acme_worker, render_job):
+def test_it_reports_failures_for_retry_and_permanent_ones_for_the_dlq(
+    live_server, api, acme_team, acme_worker, render_job
+):
     flaky, broken = enqueue(api, acme_team, 2)
 
     def render(job):

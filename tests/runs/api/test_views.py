@@ -49,7 +49,7 @@ def test_it_enqueues_a_delayed_run_and_one_at_a_time(api, acme_team, report_job)
 
     assert parse_datetime(delayed["due_at"]) - timezone.now() > dt.timedelta(seconds=590)
     assert Run.objects.get(pk=delayed["id"]).payload == {"format": "csv"}
-    assert parse_datetime(at["due_at"]) == dt.datetime(2030, 3, 1, 8, 0, tzinfo=dt.timezone.utc)
+    assert parse_datetime(at["due_at"]) == dt.datetime(2030, 3, 1, 8, 0, tzinfo=dt.UTC)
 
 
 def test_it_refuses_a_run_at_and_a_delay_together(api, acme_team, report_job):
@@ -79,8 +79,16 @@ def test_it_leases_heartbeats_and_completes_a_run(api, acme_team, acme_worker, r
     run = enqueue(api, acme_team)
 
     (leased,) = lease(api, acme_worker, max=5, lease_seconds=20, worker_id="w-17")
-    beat = api.post(f"/v1/runs/{run['id']}/heartbeat", token=acme_worker, json={"fencing_token": leased["fencing_token"], "lease_seconds": 60})
-    done = api.post(f"/v1/runs/{run['id']}/complete", token=acme_worker, json={"fencing_token": leased["fencing_token"], "outcome": "succeeded"})
+    beat = api.post(
+        f"/v1/runs/{run['id']}/heartbeat",
+        token=acme_worker,
+        json={"fencing_token": leased["fencing_token"], "lease_seconds": 60},
+    )
+    done = api.post(
+        f"/v1/runs/{run['id']}/complete",
+        token=acme_worker,
+        json={"fencing_token": leased["fencing_token"], "outcome": "succeeded"},
+    )
 
     assert leased["run_id"] == run["id"]
     assert (leased["job"], leased["attempt"], leased["payload"]) == ("reports.render", 1, {"format": "pdf"})
@@ -100,23 +108,40 @@ def test_it_retries_a_failure_then_sends_it_to_the_dlq(api, acme_team, acme_work
     run = enqueue(api, acme_team)
 
     (first,) = lease(api, acme_worker)
-    failed = api.post(f"/v1/runs/{run['id']}/complete", token=acme_worker, json={"fencing_token": first["fencing_token"], "outcome": "failed", "error": "printer on fire"})
+    failed = api.post(
+        f"/v1/runs/{run['id']}/complete",
+        token=acme_worker,
+        json={"fencing_token": first["fencing_token"], "outcome": "failed", "error": "printer on fire"},
+    )
     (second,) = lease(api, acme_worker)
-    dead = api.post(f"/v1/runs/{run['id']}/complete", token=acme_worker, json={"fencing_token": second["fencing_token"], "outcome": "failed", "error": "still on fire"})
+    dead = api.post(
+        f"/v1/runs/{run['id']}/complete",
+        token=acme_worker,
+        json={"fencing_token": second["fencing_token"], "outcome": "failed", "error": "still on fire"},
+    )
 
     assert failed.json()["state"] == "retry_wait"
     assert second["attempt"] == 2
     assert second["fencing_token"] > first["fencing_token"]
     assert dead.json()["state"] == "dead"
     (letter,) = api.get("/v1/dlq", token=acme_team).json()["results"]
-    assert (letter["run"], letter["job"], letter["last_error"], letter["status"]) == (run["id"], "reports.render", "still on fire", "open")
+    assert (letter["run"], letter["job"], letter["last_error"], letter["status"]) == (
+        run["id"],
+        "reports.render",
+        "still on fire",
+        "open",
+    )
 
 
 def test_it_sends_a_permanent_failure_straight_to_the_dlq(api, acme_team, acme_worker, report_job):
     run = enqueue(api, acme_team)
     (leased,) = lease(api, acme_worker)
 
-    done = api.post(f"/v1/runs/{run['id']}/complete", token=acme_worker, json={"fencing_token": leased["fencing_token"], "outcome": "failed", "retryable": False})
+    done = api.post(
+        f"/v1/runs/{run['id']}/complete",
+        token=acme_worker,
+        json={"fencing_token": leased["fencing_token"], "outcome": "failed", "retryable": False},
+    )
 
     assert done.json()["state"] == "dead"
 
@@ -159,7 +184,9 @@ def test_it_takes_the_lease_away_from_a_cancelled_running_run(api, acme_team, ac
     (leased,) = lease(api, acme_worker)
 
     api.post(f"/v1/runs/{run['id']}:cancel", token=acme_team)
-    beat = api.post(f"/v1/runs/{run['id']}/heartbeat", token=acme_worker, json={"fencing_token": leased["fencing_token"]})
+    beat = api.post(
+        f"/v1/runs/{run['id']}/heartbeat", token=acme_worker, json={"fencing_token": leased["fencing_token"]}
+    )
 
     assert_problem(beat, 409, "stale-lease")
     detail = api.get(f"/v1/runs/{run['id']}", token=acme_team).json()
@@ -191,7 +218,9 @@ def test_it_hides_runs_of_queues_the_worker_may_not_use(api, acme, acme_team, ac
     run = enqueue(api, acme_team)
     (leased,) = lease(api, acme_worker)
 
-    beat = api.post(f"/v1/runs/{run['id']}/heartbeat", token=billing_only, json={"fencing_token": leased["fencing_token"]})
+    beat = api.post(
+        f"/v1/runs/{run['id']}/heartbeat", token=billing_only, json={"fencing_token": leased["fencing_token"]}
+    )
 
     assert_problem(beat, 404, "not-found")
 
@@ -203,7 +232,7 @@ def test_it_long_polls_until_a_run_falls_due(api, acme_team, acme_worker, report
     leases = lease(api, acme_worker, wait_seconds=10)
 
     waited = time.monotonic() - started
-    assert [l["run_id"] for l in leases] == [run["id"]]
+    assert [lease["run_id"] for lease in leases] == [run["id"]]
     assert 0.3 < waited < 5
 
 

@@ -16,8 +16,14 @@ def test_it_backfills_a_window_with_a_progress_bar(acme, make_job):
     end = timezone.now() - dt.timedelta(hours=1)
     out = io.StringIO()
     call_command(
-        "backfill", "billing.nightly", tenant="acme", start=(end - dt.timedelta(days=5)).isoformat(), end=end.isoformat(),
-        max_runs=3, note="outage 2026-05", stdout=out,
+        "backfill",
+        "billing.nightly",
+        tenant="acme",
+        start=(end - dt.timedelta(days=5)).isoformat(),
+        end=end.isoformat(),
+        max_runs=3,
+        note="outage 2026-05",
+        stdout=out,
     )
     text = out.getvalue()
     assert "[" in text and "3/3 runs" in text
@@ -29,7 +35,18 @@ def test_it_backfills_a_window_with_a_progress_bar(acme, make_job):
 def test_it_says_what_it_would_do_on_a_dry_run(acme, make_job):
     make_job(acme, "billing.nightly", cron_expr="0 2 * * *")
     out = io.StringIO()
-    call_command("backfill", "billing.nightly", "--tenant", "acme", "--start", "2026-01-01", "--end", "2026-01-11", "--dry-run", stdout=out)
+    call_command(
+        "backfill",
+        "billing.nightly",
+        "--tenant",
+        "acme",
+        "--start",
+        "2026-01-01",
+        "--end",
+        "2026-01-11",
+        "--dry-run",
+        stdout=out,
+    )
     assert "Would create 10 run(s)" in out.getvalue()
     assert not Run.objects.exists()
 
@@ -39,7 +56,10 @@ def test_it_says_what_it_would_do_on_a_dry_run(acme, make_job):
     [
         (["nope", "--tenant", "acme", "--start", "2026-01-01", "--end", "2026-01-02"], "no job 'nope'"),
         (["billing.nightly", "--tenant", "acme", "--start", "yesterday", "--end", "2026-01-02"], "not a date and time"),
-        (["billing.nightly", "--tenant", "acme", "--start", "2026-01-02", "--end", "2026-01-01"], "must be after start"),
+        (
+            ["billing.nightly", "--tenant", "acme", "--start", "2026-01-02", "--end", "2026-01-01"],
+            "must be after start",
+        ),
     ],
 )
 def test_it_explains_bad_input(acme, make_job, args, message):

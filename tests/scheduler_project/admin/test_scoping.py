@@ -111,11 +111,24 @@ def test_it_scopes_the_audit_log(as_alice, jobs):
 
 def job_form(tenant, name, **overrides):
     data = {
-        "tenant": str(tenant.pk), "name": name, "status": "active", "schedule_kind": "cron", "cron_expr": "0 2 * * *",
-        "time_zone": "Europe/Berlin", "jitter_seconds": "0", "missed_run_policy": "run_once", "overlap_policy": "forbid",
-        "target_kind": "python", "target_ref": "tests.handlers.noop", "payload": "{}", "queue": "default", "priority": "1",
-        "timeout_seconds": "900", "max_attempts": "5", "retry_base_seconds": "30", "retry_max_seconds": "1800",
+        "tenant": str(tenant.pk),
+        "name": name,
+        "status": "active",
+        "schedule_kind": "cron",
+        "cron_expr": "0 2 * * *",
+        "time_zone": "Europe/Berlin",
+        "jitter_seconds": "0",
+        "missed_run_policy": "run_once",
+        "overlap_policy": "forbid",
+        "target_kind": "python",
+        "target_ref": "tests.handlers.noop",
+        "payload": "{}",
+        "queue": "default",
+        "priority": "1",
+        "timeout_seconds": "900",
+        "max_attempts": "5",
+        "retry_base_seconds": "30",
+        "retry_max_seconds": "1800",
     }
     data.update(overrides)
     return data
-

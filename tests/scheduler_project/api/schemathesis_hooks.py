@@ -13,7 +13,9 @@ import os
 
 import schemathesis
 
-REAL_IDS = {name: itertools.cycle(ids) for name, ids in json.loads(os.environ.get("DUETIME_ST_IDS", "{}")).items() if ids}
+REAL_IDS = {
+    name: itertools.cycle(ids) for name, ids in json.loads(os.environ.get("DUETIME_ST_IDS", "{}")).items() if ids
+}
 TURN = itertools.count()
 
 

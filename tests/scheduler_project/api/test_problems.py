@@ -30,7 +30,9 @@ def test_it_lists_every_bad_field_of_a_job_body(api, acme_team):
 
 
 def test_it_reports_domain_rules_by_body_path(api, acme_team):
-    body = nightly(queue="Billing Queue", retry={"base_seconds": 60, "max_seconds": 10}, target={"kind": "python", "ref": "nope"})
+    body = nightly(
+        queue="Billing Queue", retry={"base_seconds": 60, "max_seconds": 10}, target={"kind": "python", "ref": "nope"}
+    )
 
     problem = assert_problem(api.put("/v1/jobs/billing.export", token=acme_team, json=body), 400, "validation-error")
 
@@ -63,7 +65,9 @@ def test_it_wants_an_offset_on_an_at_schedule(api, acme_team):
 
 
 def test_it_calls_a_bad_job_name_a_validation_error(api, acme_team):
-    problem = assert_problem(api.put("/v1/jobs/Billing.Export", token=acme_team, json=nightly()), 400, "validation-error")
+    problem = assert_problem(
+        api.put("/v1/jobs/Billing.Export", token=acme_team, json=nightly()), 400, "validation-error"
+    )
 
     assert problem["errors"][0]["field"] == "name"
 
@@ -118,7 +122,9 @@ def test_it_refuses_text_no_database_can_store(api, acme_team):
     surrogate = '{"payload": {"\\ud800": 1}}'
 
     for body in (nul, surrogate):
-        response = api.post("/v1/jobs/billing.export/runs", token=acme_team, data=body, headers={"Content-Type": "application/json"})
+        response = api.post(
+            "/v1/jobs/billing.export/runs", token=acme_team, data=body, headers={"Content-Type": "application/json"}
+        )
         assert assert_problem(response, 400, "validation-error")["errors"][0]["field"] == "payload"
     assert_problem(api.get("/v1/jobs/billing%00export", token=acme_team), 404, "not-found")
     assert_problem(api.get("/v1/dlq?job=billing%00export", token=acme_team), 400, "validation-error")
@@ -128,7 +134,9 @@ def test_it_refuses_text_no_database_can_store(api, acme_team):
 def test_it_refuses_json_nested_too_deeply(api, acme_team):
     deep = '{"payload": ' + "[" * 100_000 + "]" * 100_000 + "}"
 
-    response = api.put("/v1/jobs/billing.export", token=acme_team, data=deep, headers={"Content-Type": "application/json"})
+    response = api.put(
+        "/v1/jobs/billing.export", token=acme_team, data=deep, headers={"Content-Type": "application/json"}
+    )
 
     assert_problem(response, 400, "malformed-request")
 
@@ -153,7 +161,9 @@ def test_it_refuses_a_huge_body_before_reading_it(api, acme_team):
     api.put("/v1/jobs/billing.export", token=acme_team, json=on_demand())
     huge = '{"payload": "' + "x" * (7 * LIMIT) + '"}'
 
-    response = api.post("/v1/jobs/billing.export/runs", token=acme_team, data=huge, headers={"Content-Type": "application/json"})
+    response = api.post(
+        "/v1/jobs/billing.export/runs", token=acme_team, data=huge, headers={"Content-Type": "application/json"}
+    )
 
     assert_problem(response, 413, "payload-too-large")
 

@@ -69,7 +69,9 @@ def schemathesis(live_server, token, scope, ids, tmp_path):
     return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_it_keeps_to_its_schema_under_generated_requests(live_server, acme, acme_team, fixtures_for_schemathesis, tmp_path):
+def test_it_keeps_to_its_schema_under_generated_requests(
+    live_server, acme, acme_team, fixtures_for_schemathesis, tmp_path
+):
     """No 5xx, every status, content type, header and body as documented; team and worker tokens."""
     _, worker = ApiToken.issue(acme, "worker", queues=["default", "reports"])
 
