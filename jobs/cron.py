@@ -1,4 +1,4 @@
-"""Cron schedules in IANA time zones, with Duetime's DST rules (DESIGN.md §6).
+"""Cron schedules in IANA time zones, with Duetime's DST rules (docs/dst.md).
 
 A pure module: no models, no settings, no clock. Everything that needs "when
 does this job run next" calls `occurrences()`; the portal calls `describe()`

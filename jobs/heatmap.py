@@ -64,7 +64,7 @@ def _starts(expr, zone, start):
     """Minutes after `start` (0 to 1439) at which `expr` fires in `zone`.
 
     A wildcard schedule fires at every real minute whose local wall time
-    matches (DESIGN.md §6), so scanning the day's 1,440 UTC minutes is exact
+    matches (docs/dst.md), so scanning the day's 1,440 UTC minutes is exact
     and much cheaper than listing up to 1,440 occurrences; a fixed schedule
     fires a few times a day and goes through cron.occurrences, which applies
     the DST moves.

@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served from the package: /v1/docs works offline
     "channels",
     "scheduler_project",
     "jobs",
@@ -151,6 +152,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Cron, delayed and one-off jobs with leases, fencing tokens, retries and a dead-letter queue.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Live updates: the in-memory layer serves one web process (the embedded

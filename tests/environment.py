@@ -5,6 +5,8 @@ Tests run with DEBUG off, as production does, so they need a throwaway key.
 
 import os
 
+# A local .env (bin/run writes DEBUG=1) must not switch the tests to development mode.
+os.environ.setdefault("DEBUG", "0")
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
 os.environ.setdefault("DUETIME_HTTP_ALLOW_PRIVATE", "0")

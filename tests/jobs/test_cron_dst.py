@@ -1,6 +1,6 @@
 """jobs.cron across DST transitions: one table per zone, then properties and notes.
 
-The rules (DESIGN.md §6): a *fixed* job (minute and hour fields not starting
+The rules (docs/dst.md): a *fixed* job (minute and hour fields not starting
 with `*`) whose time falls in a gap runs once at the transition instant, and
 runs only the first time a repeated time comes round; a *wildcard* job fires
 at every real instant whose wall time matches, so never in a gap and on both
@@ -294,7 +294,7 @@ SCHEDULES = [
 
 
 def brute_force(matches, wildcard: bool, zone: str, start: datetime, end: datetime) -> list:
-    """DESIGN.md §6 applied minute by minute in UTC over (start, end]."""
+    """The rules of docs/dst.md applied minute by minute in UTC over (start, end]."""
     tz, found, previous = ZoneInfo(zone), set(), None
     instant = start
     while instant < end:
