@@ -5,7 +5,7 @@ import time
 from django.db.models import Count, F, Max, Min, Q
 from django.utils import timezone
 
-from runs.models import CLAIMABLE_STATES, Attempt, Run
+from runs.models import Attempt, Run
 
 
 def wait_until_done(tenant, timeout, fleet=None, last_due=None):
@@ -22,7 +22,7 @@ def wait_until_done(tenant, timeout, fleet=None, last_due=None):
         now = timezone.now()
         if last_due is None or now > last_due:
             horizon = last_due or now
-            waiting = runs.filter(state__in=CLAIMABLE_STATES, available_at__lte=horizon).exists()
+            waiting = runs.ready(horizon).exists()
             if not waiting and not runs.filter(state="leased").exists():
                 break
         if fleet is not None and not fleet.alive():

@@ -7,8 +7,8 @@ runs, and stores its answer:
 
 - same key, same request (method, path and JSON body, key order ignored):
   the first answer is replayed, status and body, with `Idempotent-Replayed: true`;
-- same key, different request: 422 `idempotency-key-reused`;
-- same key while the first request is still running: 409 `idempotency-key-in-use`.
+- same key, different request: `KeyReused` (the API answers 422 `idempotency-key-reused`);
+- same key while the first request is still running: `KeyInFlight` (409 `idempotency-key-in-use`).
 
 Only successful (2xx) answers are kept. An error answer releases the key, so
 the client can fix the request and retry with the same key. A record left
@@ -16,26 +16,49 @@ in flight by a crashed process is taken over after IN_FLIGHT_TIMEOUT.
 
 Records are kept DUETIME_IDEMPOTENCY_TTL_HOURS (24 h by default) and then
 treated as absent; `purge(now)` deletes them (for the scheduler's periodic maintenance).
+
+This module is the store and its rules; reading the header and replaying an
+answer over HTTP is scheduler_project/api/idempotent.py.
 """
 
 import datetime as dt
-import functools
 import hashlib
 import json
-import re
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from jobs.models import IdempotencyRecord
-from scheduler_project.api.problems import Problem
 
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255
 # Visible ASCII, inner spaces allowed (a UUID, "invoice-42/attempt", ...).
 KEY_PATTERN = r"^[!-~]([ -~]*[!-~])?$"
 IN_FLIGHT_TIMEOUT = dt.timedelta(minutes=5)
+IN_FLIGHT_RETRY_AFTER = 1  # seconds: the first request is usually about to answer
+
+
+class KeyReused(Exception):
+    """The key already belongs to a different request of the tenant; `key` is the key."""
+
+    def __init__(self, key, message=None):
+        super().__init__(
+            message or f"{HEADER} {key!r} was used for a different request; use a new key for a new request."
+        )
+        self.key = key
+
+
+class KeyInFlight(Exception):
+    """The first request with `key` has not answered yet; retry after `retry_after` seconds to get its answer."""
+
+    retry_after = IN_FLIGHT_RETRY_AFTER
+
+    def __init__(self, key, message=None):
+        super().__init__(
+            message or f"A request with {HEADER} {key!r} is still being processed; retry in a moment to get its answer."
+        )
+        self.key = key
 
 
 def ttl():
@@ -48,23 +71,12 @@ def fingerprint(method, path, data):
     return hashlib.sha256(f"{method} {path}\n{body}".encode()).hexdigest()
 
 
-def read_key(request):
-    """The request's Idempotency-Key, None when absent; a 400 problem when malformed."""
-    key = request.headers.get(HEADER)
-    if key is None:
-        return None
-    if len(key) > MAX_KEY_LENGTH or not re.fullmatch(KEY_PATTERN, key):
-        detail = f"must be 1-{MAX_KEY_LENGTH} visible ASCII characters, for example a UUID"
-        raise Problem(
-            "validation-error", f"{HEADER} {detail}.", errors=[{"field": HEADER, "pointer": "#", "detail": detail}]
-        )
-    return key
-
-
 def begin(tenant, key, request_hash, now=None):
-    """Reserve `key` for this request. Returns the record to finish, or a stored IdempotencyRecord to replay.
+    """Reserve `key` for this request: returns `(record, replay)`.
 
-    Raises 422 (different request) or 409 (still in flight).
+    `replay` False: the caller runs the request and passes `record` to `finish`.
+    `replay` True: `record` holds the first answer to send again. Raises
+    KeyReused (the key answered a different request) or KeyInFlight.
     """
     now = now or timezone.now()
     for _ in range(3):
@@ -81,23 +93,14 @@ def begin(tenant, key, request_hash, now=None):
             IdempotencyRecord.objects.filter(pk=found.pk, created_at=found.created_at).delete()
             continue
         if found.request_hash != request_hash:
-            raise Problem(
-                "idempotency-key-reused",
-                f"{HEADER} {key!r} was used for a different request; use a new key for a new request.",
-            )
+            raise KeyReused(key)
         if not found.in_flight:
             return found, True
         if found.created_at < now - IN_FLIGHT_TIMEOUT and _take_over(found, now):
             found.refresh_from_db()
             return found, False
-        raise Problem(
-            "idempotency-key-in-use",
-            f"A request with {HEADER} {key!r} is still being processed; retry in a moment to get its answer.",
-            headers={"Retry-After": "1"},
-        )
-    raise Problem(
-        "idempotency-key-in-use", f"{HEADER} {key!r} is contended; retry in a moment.", headers={"Retry-After": "1"}
-    )
+        raise KeyInFlight(key)
+    raise KeyInFlight(key, f"{HEADER} {key!r} is contended; retry in a moment.")
 
 
 def _take_over(record, now):
@@ -115,33 +118,6 @@ def finish(record, status, body):
         )
     else:
         IdempotencyRecord.objects.filter(pk=record.pk, in_flight=True).delete()
-
-
-def idempotent(handler):
-    """Decorate a DRF view method: honour Idempotency-Key for the caller's tenant."""
-
-    @functools.wraps(handler)
-    def wrapper(view, request, *args, **kwargs):
-        from rest_framework.response import Response
-
-        key = read_key(request)
-        if key is None:
-            return handler(view, request, *args, **kwargs)
-        request_hash = fingerprint(request.method, request.path, request.data)
-        record, replay = begin(request.auth.tenant, key, request_hash)
-        if replay:
-            return Response(
-                record.response_body, status=record.response_status, headers={"Idempotent-Replayed": "true"}
-            )
-        try:
-            response = handler(view, request, *args, **kwargs)
-        except BaseException:
-            finish(record, 500, None)
-            raise
-        finish(record, response.status_code, response.data)
-        return response
-
-    return wrapper
 
 
 def purge(now=None):

@@ -13,8 +13,9 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
-NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,199}$"
-QUEUE_RE = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+from jobs import choices
+from jobs.validation import NAME_RE, QUEUE_RE, clean_definition
+
 SHARDS = 64  # scheduler shards: hash(tenant, name) mod SHARDS, owned by lease
 
 
@@ -91,36 +92,12 @@ class ApiToken(models.Model):
 class JobDefinition(models.Model):
     """What to run, when, and how to treat failures. Rules: jobs/validation.py."""
 
-    class ScheduleKind(models.TextChoices):
-        CRON = "cron"
-        AT = "at"
-        NONE = "none"  # on demand only
-
-    class MissedRunPolicy(models.TextChoices):
-        RUN_ONCE = "run_once"  # one catch-up run for all missed occurrences
-        RUN_ALL = "run_all"  # every missed occurrence, up to DUETIME_MISSED_RUN_CAP
-        SKIP = "skip"  # none; the missed ones are recorded skipped
-
-    class OverlapPolicy(models.TextChoices):
-        FORBID = "forbid"  # skip the new occurrence while one is running
-        ALLOW = "allow"
-        REPLACE = "replace"  # cancel the running lease, start the new one
-
-    class Priority(models.IntegerChoices):
-        CRITICAL = 0, "critical"
-        DEFAULT = 1, "default"
-        BULK = 2, "bulk"
-
-    class TargetKind(models.TextChoices):
-        PYTHON = "python"  # dotted path to a callable, run by run_worker
-        HTTP = "http"  # POST the payload to a URL, run by run_worker
-        CELERY = "celery"  # a Celery task name, published by run_dispatcher
-        EXTERNAL = "external"  # leased over HTTP by the tenant's own workers
-
-    class Status(models.TextChoices):
-        ACTIVE = "active"
-        PAUSED = "paused"
-        CANCELLED = "cancelled"
+    ScheduleKind = choices.ScheduleKind
+    MissedRunPolicy = choices.MissedRunPolicy
+    OverlapPolicy = choices.OverlapPolicy
+    Priority = choices.Priority
+    TargetKind = choices.TargetKind
+    Status = choices.Status
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="jobs")
     name = models.CharField(max_length=200, validators=[RegexValidator(NAME_RE)])
@@ -205,8 +182,6 @@ class JobDefinition(models.Model):
         return self.name
 
     def clean(self):
-        from jobs.validation import clean_definition
-
         clean_definition(self)
 
     def save(self, *args, validate=True, **kwargs):

@@ -1,16 +1,16 @@
 """Per-tenant quotas: what one team may put on the shared scheduler.
 
-Each check raises a 429 `quota-exceeded` problem, with `Retry-After` where
-waiting helps:
+Each check raises `QuotaExceeded`, naming the quota and its limit, with the
+seconds after which a retry may pass where waiting helps (the API answers
+429 `quota-exceeded` with `Retry-After`):
 
 - enqueue rate (`Tenant.enqueue_rate_per_minute`): runs created through the
   API (one-off runs, triggers) over the last 60 s, counted from the audit log,
   which records each of them anyway; its (tenant, at) index makes the count
-  cost one short range scan. Retry-After is when the oldest of them leaves
-  the window.
+  cost one short range scan. Retry after the oldest of them leaves the window.
 - pending runs (`Tenant.max_pending_runs`): runs not yet finished
-  (scheduled, retry_wait, leased). Retry-After: a minute, as runs finish.
-- definitions (`Tenant.max_definitions`): jobs not cancelled. No Retry-After:
+  (scheduled, retry_wait, leased). Retry after a minute, as runs finish.
+- definitions (`Tenant.max_definitions`): jobs not cancelled. No retry time:
   waiting does not help; delete a job or ask for a larger quota.
 
 The checks are advisory under races (two requests at the limit may both
@@ -20,20 +20,29 @@ pass): a quota bounds abuse, it is not an invariant.
 import datetime as dt
 import math
 
-from django.apps import apps
 from django.utils import timezone
 
 from jobs.models import AuditEntry, JobDefinition
-from scheduler_project.api.problems import Problem
 
 RATE_WINDOW = dt.timedelta(seconds=60)
 ENQUEUE_ACTIONS = ("api", "trigger")
-PENDING_STATES = ("scheduled", "retry_wait", "leased")
 PENDING_RETRY_AFTER = 60
 
 
+class QuotaExceeded(Exception):
+    """A tenant reached `quota` (a Tenant field name) of `limit`.
+
+    `retry_after` is the number of seconds after which the same request may
+    pass, or None when waiting does not help. The message says what to do.
+    """
+
+    def __init__(self, message, *, tenant, quota, limit, retry_after=None):
+        super().__init__(message)
+        self.tenant, self.quota, self.limit, self.retry_after = tenant, quota, limit, retry_after
+
+
 def check_enqueue(tenant, count=1, now=None):
-    """Raise quota-exceeded unless `tenant` may create `count` more runs now."""
+    """Raise QuotaExceeded unless `tenant` may create `count` more runs now."""
     check_rate(tenant, now)
     check_pending(tenant, count)
 
@@ -50,24 +59,30 @@ def check_rate(tenant, now=None):
     if len(recent) < limit:
         return
     wait = max(1, math.ceil((recent[-1] + RATE_WINDOW - now).total_seconds()))
-    raise Problem(
-        "quota-exceeded",
+    raise QuotaExceeded(
         f"Tenant {tenant.name} may create {limit} runs a minute through the API; try again in {wait} s.",
-        headers={"Retry-After": str(wait)},
+        tenant=tenant,
+        quota="enqueue_rate_per_minute",
+        limit=limit,
+        retry_after=wait,
     )
 
 
 def check_pending(tenant, count=1):
     limit = tenant.max_pending_runs
-    Run = apps.get_model("runs", "Run")
+    # `tenant.runs` is the reverse side of runs.Run.tenant: runs depends on jobs,
+    # never the other way, so jobs reaches runs only through the relation (and
+    # its queryset's `pending`, runs.models.PENDING_STATES) that runs declared.
+    pending = tenant.runs.pending().order_by()
     # OFFSET limit-count: stops counting at the limit instead of counting every pending run.
-    pending = Run.objects.filter(tenant=tenant, state__in=PENDING_STATES).order_by()
     if count > limit or pending.values("pk")[max(0, limit - count) : limit - count + 1].exists():
-        raise Problem(
-            "quota-exceeded",
+        raise QuotaExceeded(
             f"Tenant {tenant.name} may have {limit} runs waiting or running at once; "
             f"this would make more. Wait for runs to finish or cancel some.",
-            headers={"Retry-After": str(PENDING_RETRY_AFTER)},
+            tenant=tenant,
+            quota="max_pending_runs",
+            limit=limit,
+            retry_after=PENDING_RETRY_AFTER,
         )
 
 
@@ -75,7 +90,9 @@ def check_definitions(tenant):
     limit = tenant.max_definitions
     count = JobDefinition.objects.filter(tenant=tenant).exclude(status=JobDefinition.Status.CANCELLED).count()
     if count >= limit:
-        raise Problem(
-            "quota-exceeded",
+        raise QuotaExceeded(
             f"Tenant {tenant.name} may have {limit} job definitions; delete one or ask for a larger quota.",
+            tenant=tenant,
+            quota="max_definitions",
+            limit=limit,
         )

@@ -12,7 +12,11 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from jobs import cron
-from jobs.models import NAME_RE, QUEUE_RE, JobDefinition
+from jobs.choices import MissedRunPolicy, OverlapPolicy, Priority, ScheduleKind, TargetKind
+
+# Here rather than in jobs.models so that the rules never import the model (the model calls them).
+NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,199}$"
+QUEUE_RE = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
 MAX_TIMEOUT_SECONDS = 6 * 3600
 MAX_ATTEMPTS = 100
@@ -79,7 +83,7 @@ def _check_name(job):
 
 def _check_schedule(job):
     kind = job.schedule_kind
-    if kind not in JobDefinition.ScheduleKind.values:
+    if kind not in ScheduleKind.values:
         yield "schedule_kind", f"'{kind}' is not a schedule kind: use cron, at or none"
     try:
         cron.get_zone(job.time_zone)
@@ -97,9 +101,9 @@ def _check_schedule(job):
         yield "cron_expr", "only a cron schedule takes an expression; clear it or set the schedule kind to cron"
     if kind == "at" and job.run_at is None:
         yield "run_at", "an 'at' schedule needs the instant to run at (ISO 8601 with an offset)"
-    if job.missed_run_policy not in JobDefinition.MissedRunPolicy.values:
+    if job.missed_run_policy not in MissedRunPolicy.values:
         yield "missed_run_policy", f"'{job.missed_run_policy}' is not a policy: use run_once, run_all or skip"
-    if job.overlap_policy not in JobDefinition.OverlapPolicy.values:
+    if job.overlap_policy not in OverlapPolicy.values:
         yield "overlap_policy", f"'{job.overlap_policy}' is not a policy: use forbid, allow or replace"
     if job.starting_deadline_seconds is not None and job.starting_deadline_seconds < 1:
         yield "starting_deadline_seconds", "must be at least 1 second, or empty for no deadline"
@@ -112,7 +116,7 @@ def _check_limits(job):
         yield "timeout_seconds", f"must be between 1 and {MAX_TIMEOUT_SECONDS} seconds (6 h)"
     if job.concurrency is not None and job.concurrency < 1:
         yield "concurrency", "must be at least 1, or empty for no limit"
-    if job.priority not in JobDefinition.Priority.values:
+    if job.priority not in Priority.values:
         yield "priority", "must be critical, default or bulk"
 
 
@@ -138,5 +142,5 @@ def _check_target(job):
         yield "target_ref", f"'{ref}' is not a Celery task name, for example billing.tasks.export_invoices"
     elif kind == "external" and ref:
         yield "target_ref", "an external target takes no reference: the tenant's workers lease its runs over HTTP"
-    elif kind not in JobDefinition.TargetKind.values:
+    elif kind not in TargetKind.values:
         yield "target_kind", f"'{kind}' is not a target kind: use python, http, celery or external"

@@ -1,14 +1,18 @@
 """Claiming due runs in batches: the worker's hot path.
 
-One transaction per batch, race-free on both databases:
+One transaction per batch, race-free on both databases, the same steps on
+both (runs/sql/ holds each dialect's form of the queries):
 
-- PostgreSQL: lock the tenants that have due work (claims for one tenant take
-  turns, so its caps are counted without races), lock up to `n` due runs per
-  (tenant, queue, priority) with FOR UPDATE SKIP LOCKED, decide in Python
-  which to lease (`choose`), and lease them in one UPDATE ... RETURNING with
-  fencing tokens from the global sequence.
-- SQLite: the same decision inside an IMMEDIATE transaction, which holds the
-  database's only write lock; each lease is a conditional update.
+1. `lock_ready_tenants`: the tenants with due work on the wanted queues. On
+   PostgreSQL their rows are locked, so claims for one tenant take turns and
+   its caps are counted without races; on SQLite the IMMEDIATE transaction
+   already holds the database's only write lock.
+2. `claim_candidates`: up to `n` due runs per (tenant, queue, priority),
+   locked with FOR UPDATE SKIP LOCKED on PostgreSQL, with the counts the
+   caps need.
+3. `choose` decides in Python which to lease, skip or replace, and
+   runs/transitions.py makes those moves: `lease_runs` leases the chosen ones
+   (fencing tokens from the one global source) in one statement.
 
 `choose` is the one place that says what a batch gets: priorities split
 70/25/5 with unused share flowing on, tenants served round-robin within a
@@ -18,13 +22,11 @@ overlap policy of scheduled occurrences.
 
 import dataclasses
 import datetime as dt
-import json
 import math
 from collections import Counter, defaultdict
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.utils import timezone
+from django.db import transaction
 
 from runs import sql, transitions
 
@@ -43,29 +45,6 @@ class Candidate:
     overlap_policy: str
     job_leased: int
     room: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Lease:
-    """What a worker needs to execute one claimed attempt and complete it."""
-
-    run_id: int
-    tenant_id: int
-    job_id: int
-    job_name: str
-    target_kind: str
-    target_ref: str
-    queue: str
-    attempt: int
-    max_attempts: int
-    idempotency_key: str
-    fencing_token: int
-    payload: object
-    due_at: dt.datetime
-    available_at: dt.datetime
-    started_at: dt.datetime
-    lease_expires_at: dt.datetime
-    timeout_seconds: int
 
 
 @dataclasses.dataclass
@@ -156,7 +135,7 @@ def _gate(c, tenant_used, job_used, started_jobs):
 
 
 def claim(queues, n, worker_id, *, lease_seconds=None, tenant_id=None, now=None):
-    """Lease up to `n` due runs of `queues` to `worker_id`; returns [Lease].
+    """Lease up to `n` due runs of `queues` to `worker_id`; returns [transitions.Lease].
 
     `tenant_id` restricts the claim to one tenant (worker tokens). `now` is
     for tests; production uses the database clock. A crash before commit
@@ -165,60 +144,28 @@ def claim(queues, n, worker_id, *, lease_seconds=None, tenant_id=None, now=None)
     lease_seconds = lease_seconds or settings.DUETIME_LEASE_SECONDS
     if not queues or n <= 0:
         return []
+    params = {"queues": list(queues), "tenant": tenant_id, "now": now, "n": n}
     # No savepoint when nested (the worker completes and claims in one
     # transaction): a failure aborts the whole tick, which is what it wants.
     with transaction.atomic(savepoint=False):
-        if connection.vendor == "postgresql":
-            return _claim_postgres(list(queues), n, worker_id, lease_seconds, tenant_id, now)
-        return _claim_sqlite(list(queues), n, worker_id, lease_seconds, tenant_id, now or timezone.now())
-
-
-def _claim_postgres(queues, n, worker_id, lease_seconds, tenant_id, now):
-    params = {"queues": queues, "tenant": tenant_id, "now": now, "n": n}
-    with sql.cursor() as cursor:
-        cursor.execute(sql.query("lock_ready_tenants"), params)
-        tenants = [row[0] for row in cursor.fetchall()]
+        tenants = lock_ready_tenants(params)
         if not tenants:
             return []
-        cursor.execute(sql.query("claim_candidates"), {**params, "tenants": tenants})
-        candidates = [Candidate(*row) for row in cursor.fetchall()]
-        decision = choose(candidates, n)
+        decision = choose(claim_candidates({**params, "tenants": tenants}), n)
         _apply_policies(decision, now)
         if not decision.lease:
             return []
-        cursor.execute(
-            sql.query("lease_runs"),
-            {"ids": decision.lease, "worker": worker_id, "now": now, "lease": lease_seconds},
-        )
-        return [_lease(row) for row in cursor.fetchall()]
+        return transitions.lease_runs(decision.lease, worker_id, lease_seconds, now=now)
 
 
-def _claim_sqlite(queues, n, worker_id, lease_seconds, tenant_id, now):
-    """The IMMEDIATE transaction already holds SQLite's one write lock."""
-    params = {"queues": json.dumps(queues), "tenant": tenant_id, "now": sql.db_time(now), "n": n}
-    with connection.cursor() as cursor:
-        cursor.execute(sql.query("claim_candidates"), params)
-        candidates = [Candidate(*row[:5], sql.aware(row[5]), *row[6:]) for row in cursor.fetchall()]
-        decision = choose(candidates, n)
-        _apply_policies(decision, now)
-        if not decision.lease:
-            return []
-        tokens = transitions.next_fencing_tokens(len(decision.lease))
-        leased = []
-        for run_id, token in zip(sorted(decision.lease), tokens):
-            cursor.execute(
-                sql.query("lease_runs"),
-                {"id": run_id, "token": token, "worker": worker_id, "now": params["now"], "lease": lease_seconds},
-            )
-            leased.extend(cursor.fetchall())
-        return [_lease(_aware_row(row)) for row in leased]
+def lock_ready_tenants(params):
+    """The lock_ready_tenants query: ids of the tenants with due runs on the wanted queues."""
+    return [row[0] for row in sql.execute("lock_ready_tenants", params)]
 
 
-def _aware_row(row):
-    row = list(row)
-    for i in (12, 13, 14, 15):  # due_at, available_at, started_at, lease_expires_at
-        row[i] = sql.aware(row[i])
-    return row
+def claim_candidates(params):
+    """The claim_candidates query: [Candidate], their runs locked until the transaction ends."""
+    return [Candidate(*row[:5], sql.aware(row[5]), *row[6:]) for row in sql.execute("claim_candidates", params)]
 
 
 def _apply_policies(decision, now):
@@ -226,10 +173,3 @@ def _apply_policies(decision, now):
         transitions.skip_for_overlap(decision.skip, now=now)
     for job_id, run_id in decision.replace:
         transitions.cancel_leases_of_job(job_id, reason=f"replaced by run {run_id} (overlap policy replace)", now=now)
-
-
-def _lease(row):
-    values = list(row)
-    if isinstance(values[11], str):  # payload: jsonb may arrive as text
-        values[11] = json.loads(values[11])
-    return Lease(*values)

@@ -1,47 +1,78 @@
-"""Operator controls on a definition: pause, resume, delete, backfill.
+"""Operator controls on definitions and runs: pause, resume, delete, trigger,
+cancel, replay, discard; one job at a time (the API) or thousands at once
+(the portal's actions: 10,000 rows in a few seconds).
 
-Each is audited, and each explains what it passes over: occurrences while a
-job was paused become one `skipped` row saying so.
+Each control is written once, set-based: a few statements per batch in one
+transaction, the same compare-and-sets on the same expected states whatever
+the number of objects, and one INSERT for the audit entries. The one-job
+forms (`pause`, `resume`, `delete`) call it with a queryset of one.
+Every run-state move is made by runs/transitions.py and every new run is
+inserted by runs.enqueue.insert_runs; this module adds the selection, the
+batching and the audit. Each control explains what it passes over: the
+occurrences while a job was paused become one `skipped` row saying so.
+Backfill lives in runs/backfill.py.
 """
 
 import datetime as dt
+import uuid
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import audit, cron
+from jobs import audit
 from jobs.definitions import first_due
-from jobs.models import JobDefinition
+from jobs.models import AuditEntry, JobDefinition
 from runs import transitions
-from runs.materialize import build_runs, missed_summary, skipped_rows, upcoming
+from runs.enqueue import build_runs, insert_runs, skipped_rows
+from runs.materialize import missed_summary, upcoming
 from runs.models import Run
 
 Status = JobDefinition.Status
-BACKFILL_LIMIT = 10_000
+S = Run.State
+
+_locked = transitions.locked
+
+
+def _one(job):
+    return JobDefinition.objects.filter(pk=job.pk)
 
 
 def pause(job, *, actor, note="", now=None):
     """Stop materialising new runs and claiming existing ones. False if not active."""
-    with transaction.atomic():
-        changed = JobDefinition.objects.filter(pk=job.pk, status=Status.ACTIVE).update(status=Status.PAUSED)
-        if changed:
-            audit.record(actor, "pause", job, note=note)
+    paused = pause_many(_one(job), actor=actor, note=note)
     job.refresh_from_db()
-    return bool(changed)
+    return bool(paused)
+
+
+def pause_many(queryset, *, actor, note=""):
+    """`pause` for every active job of `queryset`. Returns the jobs paused."""
+    with transaction.atomic():
+        jobs = _locked(queryset, status=Status.ACTIVE)
+        JobDefinition.objects.filter(pk__in=[j.pk for j in jobs], status=Status.ACTIVE).update(status=Status.PAUSED)
+        audit.record_many(actor, "pause", jobs, note=note)
+    return jobs
 
 
 def resume(job, *, actor, note="", now=None):
     """Start again from the next occurrence after now; what was passed over is recorded skipped."""
+    resumed = resume_many(_one(job), actor=actor, note=note, now=now)
+    job.refresh_from_db()
+    return bool(resumed)
+
+
+def resume_many(queryset, *, actor, note="", now=None):
+    """`resume` for every paused job: passed-over occurrences become one skipped row each. Returns the jobs."""
     now = now or timezone.now()
     with transaction.atomic():
-        job = JobDefinition.objects.select_for_update().get(pk=job.pk)
-        if job.status != Status.PAUSED:
-            return False
-        Run.objects.bulk_create(reactivate(job, now), ignore_conflicts=True)
-        job.save(update_fields=["status", "next_due_at", "updated_at"])
-        audit.record(actor, "resume", job, note=note)
-    return True
+        jobs = _locked(queryset, status=Status.PAUSED)
+        skipped = []
+        for job in jobs:
+            skipped += reactivate(job, now)
+            job.updated_at = now
+        insert_runs(skipped)
+        JobDefinition.objects.bulk_update(jobs, ["status", "next_due_at", "updated_at"], batch_size=1000)
+        audit.record_many(actor, "resume", jobs, note=note)
+    return jobs
 
 
 def reactivate(job, now):
@@ -63,53 +94,80 @@ def reactivate(job, now):
 
 
 def delete(job, *, actor, note="", now=None):
-    """Cancel the job: no new runs; runs not yet started are cancelled; running ones finish."""
-    with transaction.atomic():
-        JobDefinition.objects.filter(pk=job.pk).update(status=Status.CANCELLED, next_due_at=None)
-        cancelled = transitions.cancel_future_runs([job.pk], reason="job deleted", now=now)
-        audit.record(actor, "delete", job, detail={"cancelled_runs": cancelled}, note=note)
+    """Cancel the job: no new runs; runs not yet started are cancelled; running ones finish.
+
+    Returns how many runs were cancelled.
+    """
+    _, cancelled = delete_many(_one(job), actor=actor, note=note, now=now)
     job.refresh_from_db()
     return cancelled
 
 
-def backfill_plan(job, start, end, max_runs=100):
-    """The occurrences of a cron job in [start, end) that a backfill would run (at most max_runs)."""
-    if job.schedule_kind != JobDefinition.ScheduleKind.CRON:
-        raise ValidationError({"job": ["only a cron job has occurrences to backfill"]})
-    if start >= end:
-        raise ValidationError({"end": ["must be after start"]})
-    if end > timezone.now():
-        raise ValidationError({"end": ["a backfill covers the past; occurrences from now on run on schedule"]})
-    if not 1 <= max_runs <= BACKFILL_LIMIT:
-        raise ValidationError({"max_runs": [f"must be between 1 and {BACKFILL_LIMIT}"]})
-    times = cron.occurrences(job.cron_expr, job.time_zone, start - dt.timedelta(microseconds=1), max_runs + 1)
-    times = [t for t in times if t < end]
-    return times[:max_runs], len(times) > max_runs
+def delete_many(queryset, *, actor, note="", now=None):
+    """`delete` for every job not yet cancelled. Returns (jobs, runs cancelled)."""
+    with transaction.atomic():
+        jobs = _locked(queryset.exclude(status=Status.CANCELLED))
+        ids = [j.pk for j in jobs]
+        JobDefinition.objects.filter(pk__in=ids).update(status=Status.CANCELLED, next_due_at=None)
+        cancelled = transitions.cancel_future_runs(ids, reason="job deleted", now=now)
+        # One job: its own count; several: the count is their total, so none is recorded per job.
+        detail = {"cancelled_runs": cancelled} if len(jobs) == 1 else {"bulk": True}
+        audit.record_many(actor, "delete", jobs, detail=detail, note=note)
+    return jobs, cancelled
 
 
-def backfill(job, start, end, *, actor, max_runs=100, note="", now=None, progress=None):
-    """Run the occurrences in [start, end) again, now (origin backfill). Returns the runs created.
-
-    `progress(done, total)` is called after each chunk (the CLI's bar).
-    """
-    times, truncated = backfill_plan(job, start, end, max_runs)
+def trigger_many(queryset, *, actor, note="", now=None):
+    """runs.enqueue.trigger for every job not cancelled: one run each, due now. Returns the runs."""
     now = now or timezone.now()
-    created = []
-    for i in range(0, len(times), 500):
-        chunk = times[i : i + 500]
-        rows = build_runs(job, chunk, origin=Run.Origin.BACKFILL)
-        for row, due in zip(rows, chunk):
-            row.idempotency_key = f"{row.idempotency_key}#backfill"
-            row.available_at = max(now, due)  # runs now; never before its nominal instant
-        with transaction.atomic():
-            created += Run.objects.bulk_create(rows)
-        if progress:
-            progress(len(created), len(times))
-    audit.record(
-        actor,
-        "backfill",
-        job,
-        detail={"start": start.isoformat(), "end": end.isoformat(), "runs": len(created), "truncated": truncated},
-        note=note,
-    )
-    return created
+    with transaction.atomic():
+        jobs = list(queryset.exclude(status=Status.CANCELLED).select_related("tenant").order_by("pk"))
+        rows = []
+        for job in jobs:
+            key = f"{job.name}@{Run.Origin.TRIGGER}-{uuid.uuid4()}"
+            rows += build_runs(job, [now], origin=Run.Origin.TRIGGER, key=key)
+        runs = insert_runs(rows, now=now)
+        AuditEntry.objects.bulk_create(
+            [
+                audit.entry(
+                    actor, Run.Origin.TRIGGER, job, detail={"run": run.pk, "due_at": now.isoformat()}, note=note
+                )
+                for job, run in zip(jobs, runs)
+            ],
+            batch_size=1000,
+        )
+    return runs
+
+
+def cancel_runs(queryset, *, actor, reason, note="", now=None, limit=100_000):
+    """transitions.cancel_run for every unfinished run of `queryset`. Returns the runs cancelled.
+
+    Leased runs go through transitions.cancel_run one by one, since each
+    needs its attempt recorded and its fencing token checked.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        waiting = transitions.cancel_waiting(queryset, reason=reason, now=now, limit=limit)
+        leased = [
+            run
+            for run in queryset.filter(state=S.LEASED).select_related("tenant")[:limit]
+            if transitions.cancel_run(run, reason=reason, now=now)
+        ]
+        done = waiting + leased
+        audit.record_many(actor, "cancel", done, note=note)
+    return done
+
+
+def replay_many(dead_letters, *, actor, note="", now=None):
+    """transitions.replay_many, audited. Returns those replayed."""
+    with transaction.atomic():
+        letters = transitions.replay_many(dead_letters, actor=actor, now=now)
+        audit.record_many(actor, "replay", letters, note=note)
+    return letters
+
+
+def discard_many(dead_letters, *, actor, note="", now=None):
+    """transitions.discard_many, audited. Returns those discarded."""
+    with transaction.atomic():
+        letters = transitions.discard_many(dead_letters, actor=actor, now=now)
+        audit.record_many(actor, "discard", letters, note=note)
+    return letters

@@ -1,20 +1,170 @@
-"""One-off and delayed runs: now, at a time, or after a duration.
+"""The one insert path of runs, and one-off and delayed runs.
 
-A caller's idempotency key makes the call repeatable: the same key (per
-tenant) returns the run the first call created, whatever the second call asked.
+`insert_runs` is the only code that inserts into the runs table: cron and
+`at` occurrences and the missed-run summaries (runs.materialize), triggers
+and API runs (`enqueue`, `trigger`, controls.trigger_many), backfills
+(runs.backfill), the summaries of what a paused job passed over
+(controls.resume) and the benchmark's runs (bench.setup) all come through
+it. So whatever every new run must obey belongs here, the tenants' quotas
+(jobs.quotas) first: a door names the quota it obeys, and every door that
+names one obeys it the same way.
+
+`enqueue` creates one run now, at a time, or after a duration. A caller's
+idempotency key makes the call repeatable: the same key (per tenant)
+returns the run the first call created, whatever the second call asked.
 """
 
 import datetime as dt
+import enum
+import json
 import uuid
+from collections import Counter
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from jobs import audit
+from jobs import audit, cron, quotas
 from jobs.validation import check_payload
-from runs.materialize import build_runs
+from runs import sql
 from runs.models import Run
+
+INSERT_CHUNK = 500  # runs per statement; `progress` is told after each
+
+
+class Quota(enum.StrEnum):
+    """The tenant quotas a door obeys (jobs/quotas.py); a door that names none obeys none."""
+
+    ENQUEUE = "enqueue"  # the enqueue rate and the pending runs: a team's API runs and triggers
+    PENDING = "pending"  # the pending runs only: a team's API backfills
+
+
+def idempotency_key(job, due_at):
+    """`<job name>@<due_at in the job's zone, ISO 8601 with offset>`: stable across attempts and replays."""
+    return f"{job.name}@{due_at.astimezone(cron.get_zone(job.time_zone)).isoformat()}"
+
+
+def build_runs(job, due_times, *, origin=Run.Origin.SCHEDULE, payload=None, key=None):
+    """Unsaved Run rows for `job` at `due_times` (jitter applied to available_at)."""
+    jitter = dt.timedelta(seconds=cron.stable_jitter(job.tenant.name, job.name, job.jitter_seconds))
+    return [
+        Run(
+            job=job,
+            tenant_id=job.tenant_id,
+            origin=origin,
+            due_at=due,
+            available_at=due + jitter,
+            state=Run.State.SCHEDULED,
+            max_attempts=job.max_attempts,
+            timeout_seconds=job.timeout_seconds,
+            idempotency_key=key or idempotency_key(job, due),
+            queue=job.queue,
+            priority=job.priority,
+            shard=job.shard,
+            payload=job.payload if payload is None else payload,
+        )
+        for due in due_times
+    ]
+
+
+def skipped_rows(job, skipped, now):
+    """Unsaved `skipped` summary rows, one per (first, last, count, reason) of `skipped`."""
+    return [
+        Run(
+            job=job,
+            tenant_id=job.tenant_id,
+            origin=Run.Origin.SCHEDULE,
+            due_at=first,
+            available_at=first,
+            covers_until=last,
+            state=Run.State.SKIPPED,
+            finished_at=now,
+            reason=reason,
+            max_attempts=job.max_attempts,
+            timeout_seconds=job.timeout_seconds,
+            idempotency_key=idempotency_key(job, first),
+            queue=job.queue,
+            priority=job.priority,
+            shard=job.shard,
+            payload={},
+        )
+        for first, last, _count, reason in skipped
+    ]
+
+
+def insert_runs(rows, *, quota=None, now=None, progress=None):
+    """Insert these unsaved runs (built by build_runs or skipped_rows); returns those inserted.
+
+    The one insert path of runs (see the module docstring). `quota` (a Quota)
+    is checked for each tenant with the number of its rows before anything is
+    written; jobs.quotas.QuotaExceeded says which. A row that would repeat an
+    occurrence (unique job and due_at) or an API key is passed over and left
+    out of the result: inserting twice is harmless. The rows returned have
+    their pk and created_at set. `progress(done, total)` is told after each
+    statement of INSERT_CHUNK rows. All or nothing, in the caller's transaction if any.
+    """
+    if quota is not None:
+        obey(quota, rows, now)  # before the transaction: a refusal leaves the caller's transaction usable
+    created_at = timezone.now()
+    inserted = []
+    # No savepoint of its own inside a caller's transaction: a failure here fails the caller's.
+    with transaction.atomic(savepoint=False):
+        for start in range(0, len(rows), INSERT_CHUNK):
+            chunk = rows[start : start + INSERT_CHUNK]
+            params = {"rows": json.dumps([_as_json(row) for row in chunk]), "created_at": created_at}
+            inserted += _saved(chunk, sql.execute("insert_runs", params), created_at)
+            if progress:
+                progress(len(inserted), len(rows))
+    return inserted
+
+
+def obey(quota, rows, now=None):
+    """Raise QuotaExceeded unless each tenant of `rows` may have that many more runs under `quota`."""
+    counts = Counter(row.job.tenant for row in rows)
+    for tenant, count in counts.items():
+        if quota == Quota.ENQUEUE:
+            quotas.check_enqueue(tenant, count, now)
+        else:
+            quotas.check_pending(tenant, count)
+
+
+def _saved(rows, returned, created_at):
+    """The rows of `rows` that the insert returned (told apart by job and key), marked saved."""
+    ids = {(job_id, key): pk for pk, job_id, key in returned}
+    saved = []
+    for row in rows:
+        pk = ids.get((row.job_id, row.idempotency_key))
+        if pk is not None:
+            row.pk, row.created_at = pk, created_at
+            row._state.adding, row._state.db = False, Run.objects.db
+            saved.append(row)
+    return saved
+
+
+def _as_json(row):
+    return {
+        "job_id": row.job_id,
+        "tenant_id": row.tenant_id,
+        "origin": row.origin,
+        "due_at": _utc(row.due_at),
+        "available_at": _utc(row.available_at),
+        "state": row.state,
+        "max_attempts": row.max_attempts,
+        "timeout_seconds": row.timeout_seconds,
+        "idempotency_key": row.idempotency_key,
+        "queue": row.queue,
+        "priority": row.priority,
+        "shard": row.shard,
+        "payload": row.payload,
+        "finished_at": _utc(row.finished_at),
+        "reason": row.reason,
+        "covers_until": _utc(row.covers_until),
+    }
+
+
+def _utc(value):
+    """UTC wall time as text, the form both dialects read (and SQLite stores, as Django writes it)."""
+    return None if value is None else str(value.astimezone(dt.UTC).replace(tzinfo=None))
 
 
 def enqueue(
@@ -28,9 +178,34 @@ def enqueue(
     actor=None,
     note="",
     now=None,
+    quota=None,
 ):
-    """Create a run of `job`; returns (run, created). Raises ValidationError on bad input."""
+    """Create a run of `job`; returns (run, created). Raises ValidationError on bad input.
+
+    `quota`: the Quota this door obeys (the API's: Quota.ENQUEUE).
+    """
     now = now or timezone.now()
+    due = _due(run_at, delay_seconds, payload, now)
+    if idempotency_key is not None and origin == Run.Origin.API:
+        existing = _keyed_run(job, idempotency_key)
+        if existing and existing.job_id != job.pk:
+            raise ValidationError({"idempotency_key": [f"'{idempotency_key}' was already used for another job's run"]})
+        if existing:
+            return existing, False
+    key = idempotency_key or f"{job.name}@{origin}-{uuid.uuid4()}"
+    rows = build_runs(job, [due], origin=origin, payload=payload, key=key)
+    with transaction.atomic():
+        inserted = insert_runs(rows, quota=quota, now=now)
+        if inserted and actor:
+            audit.record(actor, origin, job, detail={"run": rows[0].pk, "due_at": due.isoformat()}, note=note)
+    if not inserted:
+        # A concurrent call with the same key won the insert: answer with its run.
+        return _keyed_run(job, key), False
+    return rows[0], True
+
+
+def _due(run_at, delay_seconds, payload, now):
+    """When the run is due; raises ValidationError on a bad combination."""
     if run_at is not None and delay_seconds is not None:
         raise ValidationError({"run_at": ["give run_at or delay_seconds, not both"]})
     if delay_seconds is not None and not 0 <= delay_seconds <= 366 * 86400:
@@ -41,31 +216,14 @@ def enqueue(
         problem = check_payload(payload)
         if problem:
             raise ValidationError({"payload": [f"payload {problem}"]})
-    due = run_at or now + dt.timedelta(seconds=delay_seconds or 0)
-    if idempotency_key is not None and origin == Run.Origin.API:
-        existing = Run.objects.filter(
-            tenant_id=job.tenant_id, origin=Run.Origin.API, idempotency_key=idempotency_key
-        ).first()
-        if existing and existing.job_id != job.pk:
-            raise ValidationError({"idempotency_key": [f"'{idempotency_key}' was already used for another job's run"]})
-        if existing:
-            return existing, False
-    key = idempotency_key or f"{job.name}@{origin}-{uuid.uuid4()}"
-    (run,) = build_runs(job, [due], origin=origin, payload=payload, key=key)
-    try:
-        with transaction.atomic():
-            run.save(force_insert=True)
-            if actor:
-                audit.record(actor, origin, job, detail={"run": run.pk, "due_at": due.isoformat()}, note=note)
-    except IntegrityError:
-        if idempotency_key is None:
-            raise
-        # A concurrent call with the same key won the insert: answer with its run.
-        return Run.objects.get(tenant_id=job.tenant_id, origin=Run.Origin.API, idempotency_key=idempotency_key), False
-    return run, True
+    return run_at or now + dt.timedelta(seconds=delay_seconds or 0)
 
 
-def trigger(job, *, actor, note="", now=None, payload=None):
+def _keyed_run(job, key):
+    return Run.objects.filter(tenant_id=job.tenant_id, origin=Run.Origin.API, idempotency_key=key).first()
+
+
+def trigger(job, *, actor, note="", now=None, payload=None, quota=None):
     """Run `job` now, outside its schedule (the portal's and the API's "trigger now")."""
-    run, _ = enqueue(job, origin=Run.Origin.TRIGGER, actor=actor, note=note, now=now, payload=payload)
+    run, _ = enqueue(job, origin=Run.Origin.TRIGGER, actor=actor, note=note, now=now, payload=payload, quota=quota)
     return run

@@ -3,7 +3,8 @@
 For each active job whose `next_due_at` falls inside the look-ahead, one
 transaction: move `next_due_at` forward by compare-and-set (0 rows: another
 scheduler did this job; leave it), then insert the occurrences as runs.
-The unique (job, due_at) makes a second insert after a crash harmless.
+The unique (job, due_at) makes a second insert after a crash harmless
+(runs.enqueue.insert_runs passes over a run that is already there).
 
 Occurrences that were not inserted before they fell due (no scheduler ran)
 go through the job's missed-run policy; those not run are recorded as
@@ -20,7 +21,7 @@ from django.utils import timezone
 
 from jobs import cron
 from jobs.models import JobDefinition
-from runs.models import Run
+from runs.enqueue import build_runs, insert_runs, skipped_rows
 
 # An occurrence is "missed" when it was not materialised before it fell due by
 # more than this: a scheduler that ticks every second never gets near it.
@@ -39,11 +40,6 @@ class MaterializeResult:
     jobs: int = 0
     inserted: int = 0
     skipped: int = 0
-
-
-def idempotency_key(job, due_at):
-    """`<job name>@<due_at in the job's zone, ISO 8601 with offset>`: stable across attempts and replays."""
-    return f"{job.name}@{due_at.astimezone(cron.get_zone(job.time_zone)).isoformat()}"
 
 
 def upcoming(job, after, until):
@@ -120,53 +116,6 @@ def missed_summary(times, reason):
     )
 
 
-def build_runs(job, due_times, *, origin=Run.Origin.SCHEDULE, payload=None, key=None):
-    """Unsaved Run rows for `job` at `due_times` (jitter applied to available_at)."""
-    jitter = dt.timedelta(seconds=cron.stable_jitter(job.tenant.name, job.name, job.jitter_seconds))
-    return [
-        Run(
-            job=job,
-            tenant_id=job.tenant_id,
-            origin=origin,
-            due_at=due,
-            available_at=due + jitter,
-            state=Run.State.SCHEDULED,
-            max_attempts=job.max_attempts,
-            timeout_seconds=job.timeout_seconds,
-            idempotency_key=key or idempotency_key(job, due),
-            queue=job.queue,
-            priority=job.priority,
-            shard=job.shard,
-            payload=job.payload if payload is None else payload,
-        )
-        for due in due_times
-    ]
-
-
-def skipped_rows(job, skipped, now):
-    return [
-        Run(
-            job=job,
-            tenant_id=job.tenant_id,
-            origin=Run.Origin.SCHEDULE,
-            due_at=first,
-            available_at=first,
-            covers_until=last,
-            state=Run.State.SKIPPED,
-            finished_at=now,
-            reason=reason,
-            max_attempts=job.max_attempts,
-            timeout_seconds=job.timeout_seconds,
-            idempotency_key=idempotency_key(job, first),
-            queue=job.queue,
-            priority=job.priority,
-            shard=job.shard,
-            payload={},
-        )
-        for first, last, _count, reason in skipped
-    ]
-
-
 def due_definitions(now, shards=None, lookahead=None, limit=500):
     """Active jobs whose next occurrence falls inside the look-ahead (index job_due_by_shard)."""
     lookahead = lookahead if lookahead is not None else settings.DUETIME_LOOKAHEAD_SECONDS
@@ -203,7 +152,6 @@ def materialize_job(job, now, horizon):
         ).update(next_due_at=todo.next_due_at)
         if not advanced:
             return 0, 0  # another scheduler materialised it, or it was paused meanwhile
-        rows = build_runs(job, todo.runs) + skipped_rows(job, todo.skipped, now)
-        Run.objects.bulk_create(rows, ignore_conflicts=True)
+        insert_runs(build_runs(job, todo.runs) + skipped_rows(job, todo.skipped, now))
     job.next_due_at = todo.next_due_at
     return len(todo.runs), len(todo.skipped)

@@ -1,8 +1,10 @@
-"""Runs (one scheduled execution), their attempts, and the scheduler's lease rows.
+"""Runs (one scheduled execution), their attempts, the scheduler's lease rows,
+and the portal's rollups of finished attempts.
 
-A Run's state only changes through runs/transitions.py (and the hot SQL in
-runs/sql/ that it owns), always as a compare-and-set on the expected state
-and fencing token. Never read a run, modify it and save() it.
+A run enters the table only through runs.enqueue.insert_runs, and its state
+only changes through runs/transitions.py (and the hot SQL in runs/sql/ that it
+owns), always as a compare-and-set on the expected state and fencing token.
+Never read a run, modify it and save() it.
 """
 
 from django.db import models
@@ -10,26 +12,52 @@ from django.db.models import Q
 
 from jobs.models import JobDefinition, Tenant
 
-TERMINAL_STATES = ("succeeded", "dead", "cancelled", "skipped")
-CLAIMABLE_STATES = ("scheduled", "retry_wait")
+# The families of Run.State, one tuple each; everything that asks "which
+# states are ..." uses these.
+CLAIMABLE_STATES = ("scheduled", "retry_wait")  # waiting for a claim (ready once available_at has passed)
+PENDING_STATES = (*CLAIMABLE_STATES, "leased")  # not finished: what Tenant.max_pending_runs counts
+TERMINAL_STATES = (
+    "succeeded",
+    "dead",
+    "cancelled",
+    "skipped",
+)  # finished_at is set; only `dead` has a way out (replay)
+
+
+class RunQuerySet(models.QuerySet):
+    def ready(self, now):
+        """Runs a claim may take at `now`: claimable, and available_at has passed.
+
+        "ready" is derived, never stored (DESIGN.md §4); this is its one definition
+        in the ORM (the claim SQL in runs/sql/ states the same condition).
+        """
+        return self.filter(state__in=CLAIMABLE_STATES, available_at__lte=now)
+
+    def pending(self):
+        """Runs not finished yet: waiting, or leased to a worker."""
+        return self.filter(state__in=PENDING_STATES)
 
 
 class Run(models.Model):
     class State(models.TextChoices):
-        # In: materialise, enqueue, trigger, backfill, replay (from dead).
-        # Out: claim (-> leased), cancel, overlap/missed-run policy (-> skipped).
+        # Every move below is a function of runs/transitions.py (its TRANSITIONS table).
+        # In: inserted (materialise, enqueue, trigger, backfill: runs.enqueue.insert_runs),
+        # replay (from dead), release (a first attempt given back).
+        # Out: lease (-> leased), cancel, overlap policy forbid (-> skipped).
         SCHEDULED = "scheduled"
-        # In: claim. Out: complete (-> succeeded, retry_wait, dead), reaper on
-        # lease expiry (-> retry_wait, dead), overlap `replace` (-> cancelled).
+        # In: lease. Out: complete (-> succeeded, retry_wait, dead), reaper on
+        # lease expiry (-> retry_wait, dead), release (-> scheduled, retry_wait),
+        # cancel and overlap `replace` (-> cancelled).
         LEASED = "leased"
-        # In: a failed attempt with attempts left. Out: claim once available_at passes.
+        # In: a failed or expired attempt with attempts left, release.
+        # Out: lease once available_at passes, cancel, overlap policy forbid (-> skipped).
         RETRY_WAIT = "retry_wait"
         SUCCEEDED = "succeeded"  # terminal
         # In: attempts exhausted or a permanent error; a dlq.DeadLetter is written.
         # Out: replay (-> scheduled, fresh attempt budget).
         DEAD = "dead"
         CANCELLED = "cancelled"  # terminal; `reason` says why
-        SKIPPED = "skipped"  # terminal; `reason` says which policy skipped it
+        SKIPPED = "skipped"  # terminal; `reason` says which policy skipped it (missed runs are inserted skipped)
 
     class Origin(models.TextChoices):
         SCHEDULE = "schedule"  # a cron or `at` occurrence; unique per (job, due_at)
@@ -64,6 +92,8 @@ class Run(models.Model):
         null=True, blank=True, help_text="A skipped summary row stands for every occurrence from due_at to here."
     )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = RunQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -134,6 +164,10 @@ class Run(models.Model):
     def is_terminal(self):
         return self.state in TERMINAL_STATES
 
+    def is_ready(self, now):
+        """RunQuerySet.ready for one loaded run."""
+        return self.state in CLAIMABLE_STATES and self.available_at <= now
+
 
 class Attempt(models.Model):
     """One execution of a run, written when it ends (complete or reap)."""
@@ -202,6 +236,60 @@ class Counter(models.Model):
     value = models.BigIntegerField(default=0)
 
 
-# The portal's rollup tables live beside the code that maintains them; import
-# them here so Django registers them with the app whatever is loaded first.
-from runs.rollups import JobHour, RollupCursor, TenantMinute  # noqa: E402, F401
+class RollupCursor(models.Model):
+    """How far the rollup has read a source table (the last id folded in)."""
+
+    name = models.CharField(max_length=40, primary_key=True)
+    last_id = models.BigIntegerField(default=0)
+
+
+class _Counts(models.Model):
+    """Counts of attempts in one bucket (runs.rollups folds attempts into them)."""
+
+    first_attempts = models.PositiveIntegerField(default=0)
+    lateness_ms_sum = models.BigIntegerField(default=0)
+    lateness_ms_max = models.BigIntegerField(default=0)
+    histogram = models.JSONField(default=dict, help_text="{bin: count} of first-attempt lateness (see runs.rollups).")
+    succeeded = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    timed_out = models.PositiveIntegerField(default=0)
+    lease_expired = models.PositiveIntegerField(default=0)
+    stale = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class TenantMinute(_Counts):
+    """One tenant's attempts in one minute: first-attempt lateness by start, outcomes by end."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    minute = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            # Dashboards: a tenant's minutes over the last hour or day (range scan).
+            models.UniqueConstraint(fields=["tenant", "minute"], name="tenantminute_unique"),
+        ]
+        indexes = [
+            # runs.rollups.prune: rows past the retention.
+            models.Index(fields=["minute"], name="tenantminute_by_minute"),
+        ]
+
+
+class JobHour(_Counts):
+    """One job's attempts in one hour: the job list's p99 over 24 h and the job page."""
+
+    job = models.ForeignKey(JobDefinition, on_delete=models.CASCADE, related_name="+", db_index=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    hour = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            # Job list and job page: one job's last 24 hours.
+            models.UniqueConstraint(fields=["job", "hour"], name="jobhour_unique"),
+        ]
+        indexes = [
+            # runs.rollups.prune: rows past the retention.
+            models.Index(fields=["hour"], name="jobhour_by_hour"),
+        ]

@@ -18,14 +18,17 @@ rollup; the run's own history stays exact.)
 Histograms: lateness in milliseconds falls in log-spaced bins 25 % wide, so a
 percentile read back is within about 12 % of the true value, whatever the
 volume. Bin 0 holds lateness under 1 ms.
+
+The rollup tables (RollupCursor, TenantMinute, JobHour) are models of
+runs/models.py; this module only fills and prunes them.
 """
 
 import datetime as dt
 import math
 
-from django.db import models, transaction
+from django.db import transaction
 
-from runs.models import Attempt
+from runs.models import Attempt, JobHour, RollupCursor, TenantMinute
 
 BATCH = 20_000
 SETTLE = dt.timedelta(seconds=2)
@@ -33,68 +36,6 @@ RETENTION = dt.timedelta(days=8)
 GROWTH = 1.25
 MAX_BIN = 120  # 1.25**119 ms is far beyond any lateness (about 10^11 ms)
 OUTCOMES = ("succeeded", "failed", "timed_out", "lease_expired", "stale")
-
-
-class RollupCursor(models.Model):
-    """How far the rollup has read a source table (the last id folded in)."""
-
-    name = models.CharField(max_length=40, primary_key=True)
-    last_id = models.BigIntegerField(default=0)
-
-    class Meta:
-        app_label = "runs"
-
-
-class _Counts(models.Model):
-    first_attempts = models.PositiveIntegerField(default=0)
-    lateness_ms_sum = models.BigIntegerField(default=0)
-    lateness_ms_max = models.BigIntegerField(default=0)
-    histogram = models.JSONField(default=dict, help_text="{bin: count} of first-attempt lateness (see runs.rollups).")
-    succeeded = models.PositiveIntegerField(default=0)
-    failed = models.PositiveIntegerField(default=0)
-    timed_out = models.PositiveIntegerField(default=0)
-    lease_expired = models.PositiveIntegerField(default=0)
-    stale = models.PositiveIntegerField(default=0)
-
-    class Meta:
-        abstract = True
-
-
-class TenantMinute(_Counts):
-    """One tenant's attempts in one minute: first-attempt lateness by start, outcomes by end."""
-
-    tenant = models.ForeignKey("jobs.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
-    minute = models.DateTimeField()
-
-    class Meta:
-        app_label = "runs"
-        constraints = [
-            # Dashboards: a tenant's minutes over the last hour or day (range scan).
-            models.UniqueConstraint(fields=["tenant", "minute"], name="tenantminute_unique"),
-        ]
-        indexes = [
-            # runs.rollups.prune: rows past the retention.
-            models.Index(fields=["minute"], name="tenantminute_by_minute"),
-        ]
-
-
-class JobHour(_Counts):
-    """One job's attempts in one hour: the job list's p99 over 24 h and the job page."""
-
-    job = models.ForeignKey("jobs.JobDefinition", on_delete=models.CASCADE, related_name="+", db_index=False)
-    tenant = models.ForeignKey("jobs.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
-    hour = models.DateTimeField()
-
-    class Meta:
-        app_label = "runs"
-        constraints = [
-            # Job list and job page: one job's last 24 hours.
-            models.UniqueConstraint(fields=["job", "hour"], name="jobhour_unique"),
-        ]
-        indexes = [
-            # runs.rollups.prune: rows past the retention.
-            models.Index(fields=["hour"], name="jobhour_by_hour"),
-        ]
 
 
 def lateness_bin(ms):

@@ -18,11 +18,17 @@ from django.db import transaction
 from django.db.models import Q
 
 from jobs.models import SHARDS
+from runs import sql
 from runs.models import ShardLease
-from runs.transitions import next_fencing_tokens
 
 LEASE_TTL = dt.timedelta(seconds=15)
 EPOCH_START = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def next_fencing_tokens(n):
+    """The next_fencing_tokens query: `n` fresh, strictly increasing values of the one global
+    fencing source (runs take theirs in transitions.lease_runs; shard owners their epochs here)."""
+    return [row[0] for row in sql.execute("next_fencing_tokens", {"n": n})]
 
 
 def shard_name(shard):

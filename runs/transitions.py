@@ -1,20 +1,28 @@
 """The run state machine: the table of allowed moves and every function that
-changes Run.state, the dead-letter queue in and out included.
+changes Run.state, the lease and the dead-letter queue in and out included.
 
 Every move is a compare-and-set on the expected state (and, for leased runs,
 the fencing token): 0 rows changed means someone else moved the run first,
 and the caller is told so (`StaleLease`, or a count smaller than asked).
+
+TRANSITIONS is enforced, at no cost per row: each function that moves runs
+declares its moves with `@moves(...)`, checked against the table when this
+module is imported, and every ORM move goes through `_move`, which checks
+its (from, to) pair once per statement. A move not in the table raises
+`IllegalMove`.
 """
 
 import dataclasses
 import datetime as dt
+import json
 import random
 
-from django.apps import apps
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from dlq.models import DeadLetter
+from jobs.models import JobDefinition
 from runs import sql
 from runs.models import CLAIMABLE_STATES, Attempt, Run
 
@@ -22,22 +30,89 @@ S = Run.State
 
 # (from, to): who makes the move. Anything not listed never happens.
 TRANSITIONS = {
-    (S.SCHEDULED, S.LEASED): "claims.claim",
-    (S.RETRY_WAIT, S.LEASED): "claims.claim",
+    (S.SCHEDULED, S.LEASED): "lease_runs (claims.claim decides which)",
+    (S.RETRY_WAIT, S.LEASED): "lease_runs (claims.claim decides which)",
     (S.SCHEDULED, S.CANCELLED): "cancel_run, cancel_waiting, cancel_future_runs",
     (S.RETRY_WAIT, S.CANCELLED): "cancel_run, cancel_waiting, cancel_future_runs",
-    (S.SCHEDULED, S.SKIPPED): "skip_for_overlap (claim), materialize (missed-run policy)",
-    (S.LEASED, S.SUCCEEDED): "complete_many",
-    (S.LEASED, S.DEAD): "complete_many (no attempts left or permanent), reap",
+    # Runs skipped by the missed-run policy are inserted skipped (enqueue.insert_runs), never moved.
+    (S.SCHEDULED, S.SKIPPED): "skip_for_overlap (claims.claim, overlap forbid)",
+    (S.RETRY_WAIT, S.SKIPPED): "skip_for_overlap (an occurrence waiting to retry while a later one runs)",
+    (S.LEASED, S.SUCCEEDED): "complete_runs",
+    (S.LEASED, S.DEAD): "complete_runs (no attempts left or permanent), expire_leases",
     (S.LEASED, S.CANCELLED): "cancel_run, cancel_leases_of_job (overlap replace)",
     (S.LEASED, S.SCHEDULED): "release (worker shutdown, first attempt)",
-    (S.LEASED, S.RETRY_WAIT): "complete_many (failed, attempts left), reap (lease expired), release",
-    (S.DEAD, S.SCHEDULED): "replay, replay_many",
+    (S.LEASED, S.RETRY_WAIT): "complete_runs (failed, attempts left), expire_leases (lease expired), release",
+    (S.DEAD, S.SCHEDULED): "replay_many",
 }
+
+
+class IllegalMove(Exception):
+    """A move of Run.state that TRANSITIONS does not list."""
 
 
 class StaleLease(Exception):
     """The fencing token is not the run's current one, or the run is no longer leased."""
+
+
+def _check(pairs):
+    unknown = [pair for pair in pairs if pair not in TRANSITIONS]
+    if unknown:
+        raise IllegalMove(f"not in runs.transitions.TRANSITIONS: {', '.join(f'{a} -> {b}' for a, b in unknown)}")
+
+
+def moves(*pairs):
+    """Declare the (from, to) moves a function makes; checked against TRANSITIONS at import."""
+    _check(pairs)
+
+    def declare(function):
+        function.moves = frozenset(pairs)
+        return function
+
+    return declare
+
+
+def _move(runs, source, target, **values):
+    """UPDATE the rows of `runs` that are in `source` (a state or a tuple of states) to `target`.
+
+    Returns how many moved. Raises IllegalMove, before touching anything, if
+    a (source, target) pair is not in TRANSITIONS.
+    """
+    sources = (source,) if isinstance(source, str) else tuple(source)
+    _check([(s, target) for s in sources])
+    return runs.filter(state__in=sources).update(state=target, **values)
+
+
+@dataclasses.dataclass(frozen=True)
+class Lease:
+    """What a worker needs to execute one claimed attempt and complete it."""
+
+    run_id: int
+    tenant_id: int
+    job_id: int
+    job_name: str
+    target_kind: str
+    target_ref: str
+    queue: str
+    attempt: int
+    max_attempts: int
+    idempotency_key: str
+    fencing_token: int
+    payload: object
+    due_at: dt.datetime
+    available_at: dt.datetime
+    started_at: dt.datetime
+    lease_expires_at: dt.datetime
+    timeout_seconds: int
+
+    @classmethod
+    def from_row(cls, row):
+        """A Lease from a lease_runs row (SQLite returns times as text and the payload as JSON)."""
+        values = list(row)
+        if isinstance(values[11], str):
+            values[11] = json.loads(values[11])
+        for i in (12, 13, 14, 15):  # due_at, available_at, started_at, lease_expires_at
+            values[i] = sql.aware(values[i])
+        return cls(*values)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,39 +125,36 @@ class Completion:
 
 
 def backoff_seconds(attempt, base, most, rng=random):
-    """Full jitter before retry `attempt` (1, 2, ...): uniform(0, min(most, base * 2**(attempt-1)))."""
+    """Full jitter before retry `attempt` (1, 2, ...): uniform(0, min(most, base * 2**(attempt-1))).
+
+    The formula complete_runs and expire_leases compute in SQL, for each run they retry.
+    """
     return rng.uniform(0, min(most, base * 2 ** (attempt - 1)))
 
 
-def next_fencing_tokens(n):
-    """`n` fresh, strictly increasing values of the one global fencing source."""
-    with sql.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(sql.query("next_fencing_tokens"), {"n": n})
-            return [row[0] for row in cursor.fetchall()]
-        with transaction.atomic(savepoint=False):
-            cursor.execute(sql.query("next_fencing_tokens"), {"n": n})
-            last = cursor.fetchone()[0]
-        return list(range(last - n + 1, last + 1))
+# --- the lease ---------------------------------------------------------------
+
+
+@moves((S.SCHEDULED, S.LEASED), (S.RETRY_WAIT, S.LEASED))
+def lease_runs(run_ids, worker_id, lease_seconds, *, now=None):
+    """Lease these runs (chosen and locked by claims.claim) to `worker_id`; returns [Lease].
+
+    Each gets a new fencing token from the one global source, `attempt + 1`,
+    and a lease of `lease_seconds` capped by the job's timeout.
+    """
+    rows = sql.execute("lease_runs", {"ids": list(run_ids), "worker": worker_id, "now": now, "lease": lease_seconds})
+    return [Lease.from_row(row) for row in rows]
 
 
 def heartbeat(run_id, fencing_token, lease_seconds, *, now=None):
     """Extend a lease; returns the new expiry. Raises StaleLease if the caller lost it."""
-    with sql.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            params = {"id": run_id, "token": fencing_token, "lease": lease_seconds, "now": now}
-        else:
-            params = {
-                "id": run_id,
-                "token": fencing_token,
-                "lease": lease_seconds,
-                "now": sql.db_time(now or timezone.now()),
-            }
-        cursor.execute(sql.query("heartbeat"), params)
-        row = cursor.fetchone()
-    if row is None:
+    rows = sql.execute("heartbeat", {"id": run_id, "token": fencing_token, "lease": lease_seconds, "now": now})
+    if not rows:
         raise StaleLease(f"run {run_id}: fencing token {fencing_token} is not the current lease")
-    return sql.aware(row[0])
+    return sql.aware(rows[0][0])
+
+
+# --- completion and expiry ---------------------------------------------------
 
 
 def complete(run_id, fencing_token, outcome, error="", retryable=True, *, now=None):
@@ -102,80 +174,22 @@ def complete_many(completions, *, now=None):
     """
     if not completions:
         return {}
-    if connection.vendor == "postgresql":
-        params = {
-            "ids": [c.run_id for c in completions],
-            "tokens": [c.fencing_token for c in completions],
-            "outcomes": [c.outcome for c in completions],
-            "errors": [c.error[:10_000] for c in completions],
-            "retryable": [bool(c.retryable) and c.outcome != "succeeded" for c in completions],
-            "now": now,
-        }
-        with transaction.atomic(savepoint=False), sql.cursor() as cursor:
-            cursor.execute(sql.query("complete_runs"), params)
-            return {row[0]: row[1] for row in cursor.fetchall()}
-    return _complete_sqlite(completions, now or timezone.now())
+    with transaction.atomic(savepoint=False):
+        return complete_runs(completions, now=now)
 
 
-@transaction.atomic(savepoint=False)
-def _complete_sqlite(completions, now):
-    moved = {}
-    for c in completions:
-        run = (
-            Run.objects.filter(pk=c.run_id, fencing_token=c.fencing_token, state=S.LEASED).select_related("job").first()
-        )
-        if run is None:
-            continue
-        if c.outcome == "succeeded":
-            state = S.SUCCEEDED
-        elif c.retryable and run.attempt < run.max_attempts:
-            state = S.RETRY_WAIT
-        else:
-            state = S.DEAD
-        moved[run.pk] = _finish_attempt(run, state, c.outcome, c.error[:10_000], now)
-    return moved
-
-
-def _finish_attempt(run, state, outcome, error, now):
-    """SQLite: end `run`'s current attempt (run locked by the IMMEDIATE transaction)."""
-    values = {
-        "state": state,
-        "lease_expires_at": None,
-        "last_error": error,
-        "finished_at": None if state == S.RETRY_WAIT else now,
+@moves((S.LEASED, S.SUCCEEDED), (S.LEASED, S.RETRY_WAIT), (S.LEASED, S.DEAD))
+def complete_runs(completions, *, now=None):
+    """The complete_runs query for these completions; returns {run_id: new state}."""
+    params = {
+        "ids": [c.run_id for c in completions],
+        "tokens": [c.fencing_token for c in completions],
+        "outcomes": [c.outcome for c in completions],
+        "errors": [c.error[:10_000] for c in completions],
+        "retryable": [bool(c.retryable) and c.outcome != "succeeded" for c in completions],
+        "now": now,
     }
-    if state == S.RETRY_WAIT:
-        job = run.job
-        values["available_at"] = now + dt.timedelta(
-            seconds=backoff_seconds(run.attempt, job.retry_base_seconds, job.retry_max_seconds)
-        )
-    updated = Run.objects.filter(pk=run.pk, fencing_token=run.fencing_token, state=S.LEASED).update(**values)
-    assert updated == 1, "the IMMEDIATE transaction holds the write lock"
-    _record_attempt(run, outcome, error, now)
-    if state == S.DEAD:
-        _dead_letter(run, error, now)
-    return state
-
-
-def _record_attempt(run, outcome, error, now):
-    """The attempt row of `run`'s current lease, ended now (the ORM paths; SQL writes its own)."""
-    return Attempt.objects.create(
-        run=run,
-        attempt=run.attempt,
-        fencing_token=run.fencing_token,
-        worker_id=run.worker_id,
-        available_at=run.available_at,
-        started_at=run.started_at,
-        ended_at=max(now, run.started_at),
-        outcome=outcome,
-        error=error,
-    )
-
-
-def _dead_letter(run, error, now):
-    apps.get_model("dlq", "DeadLetter").objects.create(
-        run=run, job_id=run.job_id, tenant_id=run.tenant_id, last_error=error, dead_at=now
-    )
+    return {row[0]: row[1] for row in sql.execute("complete_runs", params)}
 
 
 def reap(*, now=None, limit=1000):
@@ -184,23 +198,17 @@ def reap(*, now=None, limit=1000):
     Returns {run_id: new state}. A crash halfway leaves each run either
     untouched or fully moved (one transaction); the next pass continues.
     """
-    if connection.vendor == "postgresql":
-        with transaction.atomic(), sql.cursor() as cursor:
-            cursor.execute(sql.query("expire_leases"), {"now": now, "n": limit})
-            return {row[0]: row[1] for row in cursor.fetchall()}
-    now = now or timezone.now()
     with transaction.atomic():
-        expired = Run.objects.filter(state=S.LEASED, lease_expires_at__lt=now).select_related("job")
-        moved = {}
-        for run in expired.order_by("lease_expires_at")[:limit]:
-            timed_out = run.lease_expires_at >= run.started_at + dt.timedelta(seconds=run.timeout_seconds)
-            outcome = Attempt.Outcome.TIMED_OUT if timed_out else Attempt.Outcome.LEASE_EXPIRED
-            state = S.RETRY_WAIT if run.attempt < run.max_attempts else S.DEAD
-            error = "timed out" if timed_out else "lease expired"
-            moved[run.pk] = _finish_attempt(run, state, outcome, error, now)
-        return moved
+        return expire_leases(now=now, limit=limit)
 
 
+@moves((S.LEASED, S.RETRY_WAIT), (S.LEASED, S.DEAD))
+def expire_leases(*, now=None, limit=1000):
+    """The expire_leases query: at most `limit` expired leases; returns {run_id: new state}."""
+    return {row[0]: row[1] for row in sql.execute("expire_leases", {"now": now, "n": limit})}
+
+
+@moves((S.LEASED, S.SCHEDULED), (S.LEASED, S.RETRY_WAIT))
 def release(run_id, fencing_token, *, now=None):
     """Give a lease back unused (a worker shutting down): the attempt does not count.
 
@@ -208,27 +216,36 @@ def release(run_id, fencing_token, *, now=None):
     """
     now = now or timezone.now()
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=run_id, fencing_token=fencing_token, state=S.LEASED).first()
-        if run is None:
+        held = Run.objects.select_for_update().filter(pk=run_id, fencing_token=fencing_token, state=S.LEASED).first()
+        if held is None:
             return 0
-        return Run.objects.filter(pk=run_id, fencing_token=fencing_token, state=S.LEASED).update(
-            state=S.SCHEDULED if run.attempt <= 1 else S.RETRY_WAIT,
-            attempt=run.attempt - 1,
+        return _move(
+            Run.objects.filter(pk=run_id, fencing_token=fencing_token),
+            S.LEASED,
+            S.SCHEDULED if held.attempt <= 1 else S.RETRY_WAIT,
+            attempt=held.attempt - 1,
             lease_expires_at=None,
-            available_at=max(now, run.available_at),
+            available_at=max(now, held.available_at),
             last_error="released unfinished by a worker shutting down",
         )
 
 
+# --- policies and operators ----------------------------------------------------
+
+
+@moves((S.SCHEDULED, S.SKIPPED), (S.RETRY_WAIT, S.SKIPPED))
 def skip_for_overlap(run_ids, *, now=None):
     """Claim-time overlap `forbid`: record these scheduled occurrences skipped."""
-    return Run.objects.filter(pk__in=run_ids, state__in=CLAIMABLE_STATES).update(
-        state=S.SKIPPED,
+    return _move(
+        Run.objects.filter(pk__in=run_ids),
+        CLAIMABLE_STATES,
+        S.SKIPPED,
         finished_at=now or timezone.now(),
         reason="overlap: the previous run was still running (overlap policy forbid)",
     )
 
 
+@moves((S.LEASED, S.CANCELLED))
 def cancel_leases_of_job(job_id, *, reason, now=None):
     """Take the leases of a job's running runs away (overlap `replace`).
 
@@ -244,33 +261,63 @@ def cancel_leases_of_job(job_id, *, reason, now=None):
 
 
 def _cancel_leased(run, reason, now):
-    moved = Run.objects.filter(pk=run.pk, fencing_token=run.fencing_token, state=S.LEASED).update(
-        state=S.CANCELLED, lease_expires_at=None, finished_at=now, reason=reason
+    moved = _move(
+        Run.objects.filter(pk=run.pk, fencing_token=run.fencing_token),
+        S.LEASED,
+        S.CANCELLED,
+        lease_expires_at=None,
+        finished_at=now,
+        reason=reason,
     )
     if moved:
-        _record_attempt(run, Attempt.Outcome.STALE, reason, now)
+        Attempt.objects.create(
+            run=run,
+            attempt=run.attempt,
+            fencing_token=run.fencing_token,
+            worker_id=run.worker_id,
+            available_at=run.available_at,
+            started_at=run.started_at,
+            ended_at=max(now, run.started_at),
+            outcome=Attempt.Outcome.STALE,
+            error=reason,
+        )
     return moved
 
 
+@moves((S.SCHEDULED, S.CANCELLED), (S.RETRY_WAIT, S.CANCELLED), (S.LEASED, S.CANCELLED))
 def cancel_run(run, *, reason, now=None):
     """Cancel one run that has not finished. Returns True if this call cancelled it."""
     now = now or timezone.now()
     with transaction.atomic():
         current = Run.objects.select_for_update().filter(pk=run.pk).first()
-        if current is None or current.is_terminal or current.state == S.DEAD:
+        if current is None or current.is_terminal:
             return False
         if current.state == S.LEASED:
             return bool(_cancel_leased(current, reason, now))
-        return bool(
-            Run.objects.filter(pk=run.pk, state=current.state).update(state=S.CANCELLED, finished_at=now, reason=reason)
-        )
+        runs = Run.objects.filter(pk=run.pk)
+        return bool(_move(runs, current.state, S.CANCELLED, finished_at=now, reason=reason))
 
 
+@moves((S.SCHEDULED, S.CANCELLED), (S.RETRY_WAIT, S.CANCELLED))
 def cancel_future_runs(job_ids, *, reason, now=None):
     """Cancel the runs of these jobs that have not started (jobs deleted); returns how many."""
-    return Run.objects.filter(job_id__in=job_ids, state__in=CLAIMABLE_STATES).update(
-        state=S.CANCELLED, finished_at=now or timezone.now(), reason=reason
-    )
+    runs = Run.objects.filter(job_id__in=job_ids)
+    return _move(runs, CLAIMABLE_STATES, S.CANCELLED, finished_at=now or timezone.now(), reason=reason)
+
+
+@moves((S.SCHEDULED, S.CANCELLED), (S.RETRY_WAIT, S.CANCELLED))
+def cancel_waiting(runs, *, reason, now=None, limit=100_000):
+    """Cancel the runs of `runs` that wait to be claimed (scheduled, retry_wait); returns them.
+
+    Leased runs are cancelled one by one with cancel_run (each records its attempt).
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        waiting = locked(runs.filter(state__in=CLAIMABLE_STATES))[:limit]
+        for state in {run.state for run in waiting}:
+            ids = [run.pk for run in waiting if run.state == state]
+            _move(Run.objects.filter(pk__in=ids), state, S.CANCELLED, finished_at=now, reason=reason)
+    return waiting
 
 
 def locked(queryset, **expected):
@@ -281,13 +328,16 @@ def locked(queryset, **expected):
     return list(rows.select_related("tenant").order_by("pk"))
 
 
+# --- the dead-letter queue -------------------------------------------------------
+
+
+@moves((S.DEAD, S.SCHEDULED))
 def replay_many(dead_letters, *, actor, now=None):
     """Send the dead runs of these open dead letters back to `scheduled`; returns the letters replayed.
 
     Same idempotency key, a fresh attempt budget (the job's max_attempts more).
     A letter already replayed or discarded, or whose run is no longer dead, is left alone.
     """
-    DeadLetter = apps.get_model("dlq", "DeadLetter")
     now = now or timezone.now()
     with transaction.atomic():
         letters = locked(dead_letters, replayed_at=None, discarded_at=None)
@@ -299,29 +349,25 @@ def replay_many(dead_letters, *, actor, now=None):
         letters = [d for d in letters if d.run_id in dead]
         DeadLetter.objects.filter(pk__in=[d.pk for d in letters]).update(replayed_at=now, resolved_by=actor)
         budgets = dict(
-            apps.get_model("jobs", "JobDefinition")
-            .objects.filter(pk__in={d.job_id for d in letters})
-            .values_list("pk", "max_attempts")
+            JobDefinition.objects.filter(pk__in={d.job_id for d in letters}).values_list("pk", "max_attempts")
         )
         by_budget = {}
         for d in letters:
             by_budget.setdefault(budgets[d.job_id], []).append(d.run_id)
+        fresh = {"available_at": now, "finished_at": None, "last_error": ""}
         for budget, run_ids in by_budget.items():
-            Run.objects.filter(pk__in=run_ids, state=S.DEAD).update(
-                state=S.SCHEDULED, available_at=now, finished_at=None, max_attempts=F("attempt") + budget, last_error=""
-            )
+            runs = Run.objects.filter(pk__in=run_ids)
+            _move(runs, S.DEAD, S.SCHEDULED, max_attempts=F("attempt") + budget, **fresh)
     return letters
 
 
 def replay(dead_letter, *, actor, now=None):
     """replay_many for one dead letter; False if it was already closed or its run is not dead."""
-    DeadLetter = apps.get_model("dlq", "DeadLetter")
     return bool(replay_many(DeadLetter.objects.filter(pk=dead_letter.pk), actor=actor, now=now))
 
 
 def discard_many(dead_letters, *, actor, now=None):
-    """Close these open dead letters without running them again; returns those discarded."""
-    DeadLetter = apps.get_model("dlq", "DeadLetter")
+    """Close these open dead letters without running them again; returns those discarded (runs stay dead)."""
     with transaction.atomic():
         letters = locked(dead_letters, replayed_at=None, discarded_at=None)
         DeadLetter.objects.filter(pk__in=[d.pk for d in letters]).update(
@@ -332,19 +378,4 @@ def discard_many(dead_letters, *, actor, now=None):
 
 def discard(dead_letter, *, actor, now=None):
     """discard_many for one dead letter; False if it was already closed."""
-    DeadLetter = apps.get_model("dlq", "DeadLetter")
     return bool(discard_many(DeadLetter.objects.filter(pk=dead_letter.pk), actor=actor, now=now))
-
-
-def cancel_waiting(runs, *, reason, now=None, limit=100_000):
-    """Cancel the runs of `runs` that wait to be claimed (scheduled, retry_wait); returns them.
-
-    Leased runs are cancelled one by one with cancel_run (each records its attempt).
-    """
-    now = now or timezone.now()
-    with transaction.atomic():
-        waiting = locked(runs.filter(state__in=CLAIMABLE_STATES))[:limit]
-        for state in {run.state for run in waiting}:
-            ids = [run.pk for run in waiting if run.state == state]
-            Run.objects.filter(pk__in=ids, state=state).update(state=S.CANCELLED, finished_at=now, reason=reason)
-    return waiting

@@ -37,7 +37,7 @@ class TickResult:
 
 @dataclasses.dataclass
 class InFlight:
-    lease: claims.Lease
+    lease: transitions.Lease
     ctx: targets.Context
     started: float  # time.monotonic() when handed to the pool
 

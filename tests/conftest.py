@@ -22,6 +22,46 @@ NOW = dt.datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
 _tokens = itertools.count(10_000_000)
 
 
+class Clock:
+    """An instant that moves only when the test says so: `now`, `advance()`, `ago()`, `ahead()`.
+
+    Engine code takes `now=`; a test passes `clock.now`, so what it checks never
+    depends on when it runs. Hot SQL uses this instant too, instead of the
+    database clock, whenever `now` is passed.
+    """
+
+    def __init__(self, now):
+        self.now = now
+
+    def advance(self, **delta):
+        """Move the clock forward by `datetime.timedelta(**delta)` and return the new `now`."""
+        self.now += dt.timedelta(**delta)
+        return self.now
+
+    def ago(self, **delta):
+        return self.now - dt.timedelta(**delta)
+
+    def ahead(self, **delta):
+        return self.now + dt.timedelta(**delta)
+
+
+@pytest.fixture
+def clock():
+    """The pinned clock, at NOW (Monday 1 June 2026, 09:00 UTC)."""
+    return Clock(NOW)
+
+
+@pytest.fixture
+def wall_clock():
+    """The real clock, read once as the test starts, for code that reads the clock itself.
+
+    A live server, the portal's views, real processes and the database's `now()`
+    cannot be pinned, so a test of them places its rows relative to the real
+    time, minutes or hours away, which no slow machine can cross.
+    """
+    return Clock(timezone.now())
+
+
 def is_postgres():
     return connection.vendor == "postgresql"
 
@@ -67,6 +107,7 @@ def make_job(db):
 @pytest.fixture
 def make_run(db):
     def make(job, state="scheduled", due_at=None, **fields):
+        # Unless told, due now by the real clock, as a live server's claims and the portal's views see it.
         due_at = due_at or fields.pop("due", None) or timezone.now()
         values = dict(
             job=job,

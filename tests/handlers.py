@@ -23,7 +23,7 @@ def hold_then_report(ctx):
     if ctx.attempt == 1:
         deadline = time.monotonic() + ctx.payload.get("hold", 20)
         while time.monotonic() < deadline and not ctx.lease_lost:
-            time.sleep(0.05)
+            time.sleep(0.05)  # the handler's work, in steps, checking its lease between them as a real one would
     (report / f"{ctx.attempt}.json").write_text(
         json.dumps(
             {

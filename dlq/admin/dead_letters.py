@@ -1,6 +1,6 @@
 """The portal's dead-letter queue: what died, why, and replay or discard, one or many.
 
-Replay and discard go through runs.bulk (the set-based transitions.replay
+Replay and discard go through runs.controls (the set-based transitions.replay
 and discard): each closes the dead letter by compare-and-set and audits it in
 the same transaction.
 """
@@ -15,12 +15,15 @@ from django.utils.html import format_html
 
 from dlq.models import DeadLetter
 from jobs.audit import actor_for_user
-from runs import bulk
-from runs.admin.runs import CappedPaginator, JobFilter
+from runs import controls
 from runs.models import Run
 from scheduler_project.admin import scoping
 from scheduler_project.admin.confirm import confirm_action
-from scheduler_project.admin.site import STATE_SYMBOLS, TenantFilter, TenantScopedAdmin, site, status_text
+from scheduler_project.admin.display import status_text
+from scheduler_project.admin.filters import JobFilter, TenantFilter
+from scheduler_project.admin.pagination import CappedPaginator
+from scheduler_project.admin.scoping import TenantScopedAdmin
+from scheduler_project.admin.site import site
 
 
 def dead_letter_status(dl):
@@ -97,7 +100,7 @@ class DeadLetterAdmin(TenantScopedAdmin):
 
     @admin.display(description="status")
     def status_shown(self, dl):
-        return status_text(dead_letter_status(dl), STATE_SYMBOLS)
+        return status_text(dead_letter_status(dl))
 
     @admin.display(description="new for this job, 24 h")
     def new_for_job_24h(self, dl):
@@ -151,7 +154,7 @@ class DeadLetterAdmin(TenantScopedAdmin):
             }
 
         def perform(qs, data):
-            done = bulk.replay_many(qs, actor=actor_for_user(request.user), note=data["note"])
+            done = controls.replay_many(qs, actor=actor_for_user(request.user), note=data["note"])
             return f"Replayed {len(done)} dead letter(s)."
 
         return confirm_action(
@@ -182,7 +185,7 @@ class DeadLetterAdmin(TenantScopedAdmin):
             }
 
         def perform(qs, data):
-            done = bulk.discard_many(qs, actor=actor_for_user(request.user), note=data["note"])
+            done = controls.discard_many(qs, actor=actor_for_user(request.user), note=data["note"])
             return f"Discarded {len(done)} dead letter(s)."
 
         return confirm_action(

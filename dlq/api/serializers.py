@@ -3,7 +3,7 @@
 from rest_framework import serializers
 
 from dlq.models import DeadLetter
-from jobs.api.serializers import Text
+from scheduler_project.api.fields import Text
 
 
 class DeadLetterSerializer(serializers.ModelSerializer):

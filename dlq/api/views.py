@@ -13,12 +13,11 @@ from rest_framework.response import Response
 from dlq.api.serializers import DeadLetterSerializer, ResolveSerializer
 from dlq.models import DeadLetter
 from jobs import audit
-from jobs.api.views import validated
-from jobs.models import NAME_RE
-from jobs.tokens import get_scoped, scoped
+from jobs.validation import NAME_RE
 from runs import transitions
 from scheduler_project.api.endpoints import PAGE_PARAMETERS, CursorPage, TeamEndpoint, page_of
-from scheduler_project.api.problems import Problem, invalid, problem_responses
+from scheduler_project.api.lookups import get_scoped, scoped
+from scheduler_project.api.problems import Problem, invalid, problem_responses, validated
 
 LETTER_ID = OpenApiParameter("letter_id", int, OpenApiParameter.PATH, description="The dead letter's id.")
 STATUS_FILTERS = {

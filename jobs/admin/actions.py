@@ -2,8 +2,8 @@
 
 Each shows a preview (how many runs it creates, pauses or cancels, and what
 the overlap policy does with them) and asks for an audit note before it acts
-through runs.bulk, the set-based form of runs.controls and runs.enqueue (the
-same compare-and-sets and audit records), so 10,000 jobs take seconds.
+through runs.controls, whose controls are set-based (the same compare-and-sets
+and audit records for one job or many), so 10,000 jobs take seconds.
 """
 
 import datetime as dt
@@ -17,22 +17,13 @@ from django.utils import timezone
 
 from jobs.audit import actor_for_user
 from jobs.models import JobDefinition
-from runs import bulk, controls
+from runs import backfill, controls
 from runs.models import CLAIMABLE_STATES, Run
 from scheduler_project.admin.confirm import NoteForm, confirm_action
+from scheduler_project.admin.counts import capped_count
 
 Status = JobDefinition.Status
 BACKFILL_CHUNK = 500
-COUNT_CAP = 100_000
-
-
-def _capped_count(queryset):
-    """Count up to COUNT_CAP rows, so a preview never scans millions of runs."""
-    return queryset[: COUNT_CAP + 1].count()
-
-
-def _shown(n):
-    return f"{COUNT_CAP:,}+" if n > COUNT_CAP else f"{n:,}"
 
 
 def _leased_by_job(jobs):
@@ -48,12 +39,12 @@ def _leased_by_job(jobs):
 def pause_jobs(modeladmin, request, queryset):
     def preview(qs, data):
         active = qs.filter(status=Status.ACTIVE)
-        waiting = _capped_count(Run.objects.filter(job__in=active, state__in=CLAIMABLE_STATES))
+        waiting = capped_count(Run.objects.filter(job__in=active, state__in=CLAIMABLE_STATES))
         n = active.count()
         return {
             "lines": [
                 f"{n} active job(s) will be paused; {qs.count() - n} already paused or cancelled stay as they are.",
-                f"No new runs are created for them; {_shown(waiting)} run(s) already scheduled wait, unclaimed, until resumed.",
+                f"No new runs are created for them; {waiting} run(s) already scheduled wait, unclaimed, until resumed.",
                 "Runs already leased keep running to the end.",
             ],
             "rows": [(job, "pause" if job.status == Status.ACTIVE else f"unchanged ({job.status})") for job in qs[:60]],
@@ -61,7 +52,7 @@ def pause_jobs(modeladmin, request, queryset):
         }
 
     def perform(qs, data):
-        jobs = bulk.pause_many(qs, actor=actor_for_user(request.user), note=data["note"])
+        jobs = controls.pause_many(qs, actor=actor_for_user(request.user), note=data["note"])
         return f"Paused {len(jobs)} job(s)."
 
     return confirm_action(
@@ -114,7 +105,7 @@ def resume_jobs(modeladmin, request, queryset):
         }
 
     def perform(qs, data):
-        jobs = bulk.resume_many(qs, actor=actor_for_user(request.user), note=data["note"])
+        jobs = controls.resume_many(qs, actor=actor_for_user(request.user), note=data["note"])
         return f"Resumed {len(jobs)} job(s)."
 
     return confirm_action(
@@ -161,7 +152,7 @@ def trigger_jobs(modeladmin, request, queryset):
         }
 
     def perform(qs, data):
-        runs = bulk.trigger_many(qs, actor=actor_for_user(request.user), note=data["note"])
+        runs = controls.trigger_many(qs, actor=actor_for_user(request.user), note=data["note"])
         return f"Triggered {len(runs)} run(s)."
 
     return confirm_action(
@@ -180,21 +171,21 @@ def trigger_jobs(modeladmin, request, queryset):
 def cancel_jobs(modeladmin, request, queryset):
     def preview(qs, data):
         live = qs.exclude(status=Status.CANCELLED)
-        pending = _capped_count(Run.objects.filter(job__in=live, state__in=CLAIMABLE_STATES))
-        running = _capped_count(Run.objects.filter(job__in=live, state=Run.State.LEASED))
+        pending = capped_count(Run.objects.filter(job__in=live, state__in=CLAIMABLE_STATES))
+        running = capped_count(Run.objects.filter(job__in=live, state=Run.State.LEASED))
         n = live.count()
         return {
             "lines": [
                 f"{n} job(s) will be cancelled: no new runs, ever. This cannot be undone from the portal.",
-                f"{_shown(pending)} run(s) not yet started will be cancelled (reason: job deleted).",
-                f"{_shown(running)} running run(s) finish normally.",
+                f"{pending} run(s) not yet started will be cancelled (reason: job deleted).",
+                f"{running} running run(s) finish normally.",
             ],
             "rows": [(job, "cancel" if job.status != Status.CANCELLED else "already cancelled") for job in qs[:60]],
             "blocked": n == 0,
         }
 
     def perform(qs, data):
-        jobs, cancelled = bulk.delete_many(qs, actor=actor_for_user(request.user), note=data["note"])
+        jobs, cancelled = controls.delete_many(qs, actor=actor_for_user(request.user), note=data["note"])
         return f"Cancelled {len(jobs)} job(s) and {cancelled} run(s) not yet started."
 
     return confirm_action(
@@ -220,8 +211,8 @@ class BackfillForm(NoteForm):
         label="Most runs per job",
         initial=100,
         min_value=1,
-        max_value=controls.BACKFILL_LIMIT,
-        help_text=f"A cap per job (1 to {controls.BACKFILL_LIMIT:,}); occurrences beyond it are left out.",
+        max_value=backfill.BACKFILL_LIMIT,
+        help_text=f"A cap per job (1 to {backfill.BACKFILL_LIMIT:,}); occurrences beyond it are left out.",
     )
     field_order = ["start", "end", "max_runs", "note"]
 
@@ -239,7 +230,7 @@ def backfill_plan(qs, data):
     plans = []
     for job in qs.select_related("tenant")[:1000]:
         try:
-            times, truncated = controls.backfill_plan(job, data["start"], data["end"], data["max_runs"])
+            times, truncated = backfill.backfill_plan(job, data["start"], data["end"], data["max_runs"])
             plans.append((job, len(times), truncated, ""))
         except ValidationError as exc:
             plans.append((job, 0, False, "; ".join(exc.messages)))
@@ -313,7 +304,7 @@ def backfill_step(job, cursor, end, remaining, *, actor, note):
     chunk = min(BACKFILL_CHUNK, remaining)
     if chunk <= 0 or cursor >= end:
         return 0, cursor, True
-    runs = controls.backfill(job, cursor, end, actor=actor, max_runs=chunk, note=note)
+    runs = backfill.backfill(job, cursor, end, actor=actor, max_runs=chunk, note=note)
     if not runs:
         return 0, cursor, True
     following = runs[-1].due_at + dt.timedelta(microseconds=1)

@@ -1,12 +1,13 @@
 """The portal's admin for tenants, API tokens, job definitions and the audit log.
 
-All of it is tenant-scoped (scheduler_project.admin.site.TenantScopedAdmin). Job
+All of it is tenant-scoped (scheduler_project.admin.scoping.TenantScopedAdmin). Job
 definitions are saved through jobs.definitions.save_definition, the one
 validation path, so an invalid cron or zone is a form error saying how to fix
-it; their actions live in jobs/admin_actions.py.
+it. Their status is read-only here: it changes only through the actions
+(jobs/admin/actions.py: pause, resume, cancel), which settle the job's runs
+as the API does.
 """
 
-import datetime as dt
 import re
 
 from django import forms
@@ -21,17 +22,18 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 
-from jobs import audit, cron
+from jobs import audit
 from jobs.admin.actions import JOB_ACTIONS, backfill_step
 from jobs.audit import actor_for_user
+from jobs.definitions import save_definition
 from jobs.models import QUEUE_RE, ApiToken, AuditEntry, JobDefinition, Tenant
-from runs.admin import stats
-from runs.models import Run
-from scheduler_project.admin import scoping
+from runs.models import TERMINAL_STATES, Run
+from scheduler_project.admin import lateness, scoping
 from scheduler_project.admin.confirm import confirm_action
-from scheduler_project.admin.site import STATE_SYMBOLS, TenantFilter, TenantScopedAdmin, site, status_text
-
-FINISHED_STATES = ("succeeded", "dead", "cancelled", "skipped")
+from scheduler_project.admin.display import format_ms, schedule_words, status_text, zoned
+from scheduler_project.admin.filters import QueueFilter, TenantFilter
+from scheduler_project.admin.scoping import TenantScopedAdmin
+from scheduler_project.admin.site import site
 
 
 @admin.register(Tenant, site=site)
@@ -54,51 +56,6 @@ class TenantAdmin(TenantScopedAdmin):
         return scoping.sees_all(request.user)
 
 
-class ScopedValuesFilter(admin.SimpleListFilter):
-    """Distinct values of one field among the user's tenants' job definitions."""
-
-    field = ""
-
-    def lookups(self, request, model_admin):
-        jobs = scoping.scope(JobDefinition.objects.all(), request.user)
-        values = jobs.order_by(self.field).values_list(self.field, flat=True).distinct()[:100]
-        return [(v, v) for v in values]
-
-    def queryset(self, request, queryset):
-        return queryset.filter(**{self.field: self.value()}) if self.value() else queryset
-
-
-class QueueFilter(ScopedValuesFilter):
-    title = parameter_name = field = "queue"
-
-
-def schedule_words(job):
-    """The schedule in plain words, e.g. "at 02:00 every day, Europe/Berlin"."""
-    if job.schedule_kind == JobDefinition.ScheduleKind.CRON:
-        try:
-            return cron.describe(job.cron_expr, job.time_zone)
-        except (cron.CronError, cron.ZoneError) as exc:
-            return f"invalid schedule: {exc}"
-    if job.schedule_kind == JobDefinition.ScheduleKind.AT and job.run_at:
-        local = job.run_at.astimezone(cron.get_zone(job.time_zone))
-        return f"once at {local:%Y-%m-%d %H:%M %Z}, {job.time_zone}"
-    return "on demand only"
-
-
-def zoned(instant, zone_name):
-    """An instant in a job's zone and in UTC: "2026-06-01 11:00 CEST (09:00 UTC)"."""
-    if instant is None:
-        return "—"
-    local = instant.astimezone(cron.get_zone(zone_name))
-    utc = instant.astimezone(dt.UTC)
-    same_day = local.date() == utc.date()
-    return (
-        f"{local:%Y-%m-%d %H:%M %Z} ({utc:%H:%M} UTC)"
-        if same_day
-        else f"{local:%Y-%m-%d %H:%M %Z} ({utc:%Y-%m-%d %H:%M} UTC)"
-    )
-
-
 class JobDefinitionForm(forms.ModelForm):
     class Meta:
         model = JobDefinition
@@ -107,6 +64,7 @@ class JobDefinitionForm(forms.ModelForm):
             "cron_expr": "Five fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * *' (02:00 daily) or '@hourly'.",
             "time_zone": "An IANA zone such as Europe/Berlin or America/New_York; the schedule is read in this zone.",
             "jitter_seconds": "Spread starts: each job gets a fixed offset in [0, jitter) seconds. See the heatmap.",
+            "status": "Changed only by the Pause, Resume and Cancel actions of the job list, which settle the job's runs too.",
         }
 
 
@@ -120,7 +78,9 @@ class JobDefinitionAdmin(TenantScopedAdmin):
     list_select_related = ["tenant"]
     list_per_page = 50
     actions = JOB_ACTIONS
-    readonly_fields = ["schedule_preview", "next_due_at", "shard", "version", "created_at", "updated_at"]
+    # `status` is read-only: the actions change it through runs.controls, which cancel the runs of a
+    # cancelled job and record the occurrences a resumed job passed over; a bare save() would do neither.
+    readonly_fields = ["status", "schedule_preview", "next_due_at", "shard", "version", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["tenant", "name", "status"]}),
         (
@@ -166,7 +126,7 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         match = request.resolver_match
         if request.method == "GET" and match and match.url_name == "jobs_jobdefinition_changelist":
             # Newest finished run per job: a backward walk of run_history_by_job.
-            last = Run.objects.filter(job=OuterRef("pk"), state__in=FINISHED_STATES).order_by("-id")
+            last = Run.objects.filter(job=OuterRef("pk"), state__in=TERMINAL_STATES).order_by("-id")
             queryset = queryset.annotate(
                 last_state=Subquery(last.values("state")[:1]), last_error=Subquery(last.values("last_error")[:1])
             )
@@ -174,7 +134,7 @@ class JobDefinitionAdmin(TenantScopedAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_label(self, job):
-        return status_text(job.status, STATE_SYMBOLS)
+        return status_text(job.status)
 
     @admin.display(description="schedule")
     def schedule(self, job):
@@ -190,12 +150,12 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         if not state:
             return "—"
         error = (getattr(job, "last_error", "") or "")[:200]
-        return format_html('<span title="{}">{}</span>', error, status_text(state, STATE_SYMBOLS))
+        return format_html('<span title="{}">{}</span>', error, status_text(state))
 
     @admin.display(description="p99 lateness, 24 h")
     def p99_lateness_24h(self, job):
-        summary = getattr(job, "lateness_24h", None) or stats.job_lateness(job, timezone.now())
-        return stats.format_ms(summary.get("p99"))
+        summary = getattr(job, "lateness_24h", None) or lateness.job_lateness(job, timezone.now())
+        return format_ms(summary.get("p99"))
 
     def changelist_view(self, request, extra_context=None):
         response = super().changelist_view(request, extra_context)
@@ -203,7 +163,7 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         if cl is not None:
             # One rollup query for the page's p99 column instead of one per row.
             jobs = list(cl.result_list)
-            summaries = stats.jobs_lateness([j.pk for j in jobs], timezone.now())
+            summaries = lateness.jobs_lateness([j.pk for j in jobs], timezone.now())
             for job in jobs:
                 job.lateness_24h = summaries[job.pk]
         return response
@@ -223,8 +183,6 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         )
 
     def save_model(self, request, obj, form, change):
-        from jobs.definitions import save_definition
-
         save_definition(obj, actor_for_user(request.user))
 
     def get_urls(self):

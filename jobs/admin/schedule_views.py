@@ -1,7 +1,7 @@
 """Portal views about schedules: the live preview on the job form, and the heatmap.
 
-Both are admin views (scheduler_project.admin.site.DuetimeAdminSite.get_urls), so
-they need a portal login; the heatmap shows one of the user's tenants only.
+Both are pages of the portal site (registered below with `site.register_view`),
+so they need a portal login; the heatmap shows one of the user's tenants only.
 """
 
 import datetime as dt
@@ -49,6 +49,7 @@ def preview_data(expr, zone, now, count=8):
     }
 
 
+@site.register_view("schedule-preview/", name="portal_schedule_preview")
 def preview(request):
     """GET ?cron_expr=&time_zone=&count= -> JSON (the job form's preview, as the operator types)."""
     expr = request.GET.get("cron_expr", "").strip()
@@ -64,6 +65,7 @@ def preview(request):
     return JsonResponse(preview_data(expr, zone, timezone.now(), count))
 
 
+@site.register_view("dashboard/heatmap/", name="portal_heatmap")
 def heatmap_page(request):
     tenant = _tenant(request)
     now = timezone.now()

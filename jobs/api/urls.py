@@ -11,6 +11,5 @@ urlpatterns = [
     re_path(rf"^jobs/{NAME}$", views.JobView.as_view(), name="api-job"),
     re_path(rf"^jobs/{NAME}:pause$", views.JobPauseView.as_view(), name="api-job-pause"),
     re_path(rf"^jobs/{NAME}:resume$", views.JobResumeView.as_view(), name="api-job-resume"),
-    re_path(rf"^jobs/{NAME}:trigger$", views.JobTriggerView.as_view(), name="api-job-trigger"),
     re_path(rf"^jobs/{NAME}:backfill$", views.JobBackfillView.as_view(), name="api-job-backfill"),
 ]

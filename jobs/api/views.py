@@ -1,6 +1,7 @@
 """Job definitions over HTTP (team tokens): create or update, list, read, delete, pause,
-resume, trigger and backfill. Every rule lives in the domain modules
-(jobs.definitions, runs.controls, runs.enqueue); these views translate.
+resume and backfill (trigger is with the other run-creating views, in
+runs/api/views.py). Every rule lives in the domain modules
+(jobs.definitions, runs.controls); these views translate.
 """
 
 import re
@@ -9,65 +10,27 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from jobs import idempotency, quotas
+from jobs import quotas
 from jobs.api.serializers import (
     BackfillResultSerializer,
     BackfillSerializer,
     DeletedJobSerializer,
     JobSerializer,
-    TriggerSerializer,
     body_errors,
-    is_schedule_error,
 )
 from jobs.definitions import first_due, save_definition
-from jobs.models import NAME_RE, JobDefinition
-from jobs.tokens import get_scoped, scoped
-from runs import controls, enqueue
-from runs.api.serializers import RunSerializer
-from runs.models import Run
+from jobs.models import JobDefinition
+from jobs.validation import NAME_RE
+from runs import backfill, controls, enqueue
 from scheduler_project.api.endpoints import PAGE_PARAMETERS, CursorPage, TeamEndpoint, page_of
-from scheduler_project.api.problems import Problem, field_errors, invalid, problem_responses
+from scheduler_project.api.idempotent import IDEMPOTENCY_KEY, idempotent
+from scheduler_project.api.lookups import NAME, job_or_404, live_job_or_409, scoped
+from scheduler_project.api.problems import invalid, is_schedule_error, problem_responses, validated
 
 Status = JobDefinition.Status
-NAME = OpenApiParameter(
-    "name",
-    {"type": "string", "pattern": NAME_RE},
-    OpenApiParameter.PATH,
-    description="The job's name: lowercase letters, digits, '.', '_' and '-'.",
-    examples=[OpenApiExample("A job", value="billing.export-invoices")],
-)
-IDEMPOTENCY_KEY = OpenApiParameter(
-    "Idempotency-Key",
-    {"type": "string", "minLength": 1, "maxLength": idempotency.MAX_KEY_LENGTH, "pattern": idempotency.KEY_PATTERN},
-    OpenApiParameter.HEADER,
-    required=False,
-    description="Repeat the request safely: the same key and body replay the first answer for 24 h.",
-)  # fmt: skip
-
-
-def job_or_404(request, name):
-    if not re.fullmatch(NAME_RE, name):
-        raise Problem("not-found", "No job with that name (job names are lowercase letters, digits, '.', '_', '-').")
-    return get_scoped(request, JobDefinition.objects.select_related("tenant"), "job", name=name)
-
-
-def live_job_or_409(request, name):
-    """The caller's job, refusing one that was deleted (cancelled)."""
-    job = job_or_404(request, name)
-    if job.status == Status.CANCELLED:
-        raise Problem("invalid-state", f"Job {name} was deleted; PUT it again to bring it back.")
-    return job
-
-
-def validated(serializer_class, data):
-    serializer = serializer_class(data=data)
-    if not serializer.is_valid():
-        errors = field_errors(serializer.errors)
-        raise invalid(errors, "invalid-schedule" if is_schedule_error(errors) else "validation-error")
-    return serializer.validated_data
 
 
 def job_url(job):
@@ -212,31 +175,6 @@ class JobResumeView(TeamEndpoint):
         return Response(JobSerializer(job).data)
 
 
-class JobTriggerView(TeamEndpoint):
-    @extend_schema(
-        operation_id="jobs_trigger",
-        summary="Run a job now, outside its schedule",
-        parameters=[NAME, IDEMPOTENCY_KEY],
-        request=TriggerSerializer,
-        responses={201: RunSerializer, **problem_responses(400, 404, 409, 413, 415, 422, 429)},
-    )
-    @idempotency.idempotent
-    def post(self, request, name):
-        job = live_job_or_409(request, name)
-        values = validated(TriggerSerializer, request.data)
-        if job.concurrency is not None:
-            running = Run.objects.filter(job=job, state=Run.State.LEASED).count()
-            if running >= job.concurrency:
-                raise Problem(
-                    "concurrency-limit",
-                    f"Job {name} already runs {running} of at most {job.concurrency} at once; "
-                    "trigger it again when one finishes, or enqueue a run (POST .../runs) to wait its turn.",
-                )
-        quotas.check_enqueue(job.tenant)
-        run = enqueue.trigger(job, actor=self.actor, payload=values.get("payload"))
-        return Response(RunSerializer(run).data, status=201)
-
-
 class JobBackfillView(TeamEndpoint):
     @extend_schema(
         operation_id="jobs_backfill",
@@ -245,18 +183,21 @@ class JobBackfillView(TeamEndpoint):
         request=BackfillSerializer,
         responses={201: BackfillResultSerializer, **problem_responses(400, 404, 409, 415, 422, 429)},
     )
-    @idempotency.idempotent
+    @idempotent
     def post(self, request, name):
         job = live_job_or_409(request, name)
         values = validated(BackfillSerializer, request.data)
         start, end, max_runs = values["start"], values["end"], values["max_runs"]
         try:
-            times, truncated = controls.backfill_plan(job, start, end, max_runs)
+            times, truncated = backfill.backfill_plan(job, start, end, max_runs)
         except DjangoValidationError as exc:
             errors = body_errors({"schedule_kind" if k == "job" else k: v for k, v in exc.message_dict.items()})
             raise invalid(errors, "invalid-schedule" if is_schedule_error(errors) else "validation-error")
-        quotas.check_pending(job.tenant, count=max(1, len(times)))
-        created = controls.backfill(job, start, end, actor=self.actor, max_runs=max_runs) if times else []
+        created = (
+            backfill.backfill(job, start, end, actor=self.actor, max_runs=max_runs, quota=enqueue.Quota.PENDING)
+            if times
+            else []
+        )
         body = {
             "created": len(created),
             "truncated": truncated,

@@ -7,7 +7,9 @@
 
 Each page shows one tenant, chosen among the user's tenants through
 scheduler_project.admin.scoping (another tenant's name or job is a 404), and
-refreshes itself live (runs/live.py) without a reload.
+refreshes itself live (runs/admin/live.py) without a reload. The pages register
+themselves on the portal site (`site.register_view`) when the admin
+autodiscovery imports runs.admin.
 """
 
 import datetime as dt
@@ -19,8 +21,23 @@ from django.utils import timezone
 
 from jobs import cron
 from jobs.models import JobDefinition
-from runs.admin import charts, stats
-from scheduler_project.admin import scoping
+from runs.admin.charts import bar_chart, line_chart
+from runs.admin.stats import (
+    DAY,
+    HOUR,
+    backlog_by_queue,
+    dead_letters_by_job,
+    dead_letters_per_hour,
+    job_history,
+    last_failure,
+    lateness_series,
+    lease_expiries,
+    outcomes,
+    state_counts,
+)
+from runs.models import TERMINAL_STATES
+from scheduler_project.admin import lateness, scoping
+from scheduler_project.admin.display import derived_state, format_ms, schedule_words, zoned
 from scheduler_project.admin.site import site
 
 
@@ -48,18 +65,19 @@ def _context(request, title, tenant, **extra):
 def _age(delta):
     if delta is None:
         return "—"
-    return stats.format_ms(delta / dt.timedelta(milliseconds=1))
+    return format_ms(delta / dt.timedelta(milliseconds=1))
 
 
+@site.register_view("dashboard/", name="portal_overview")
 def overview(request):
     tenant = _tenant(request)
     now = timezone.now()
-    counts = stats.state_counts(tenant, now)
-    backlog = stats.backlog_by_queue(tenant, now)
+    counts = state_counts(tenant, now)
+    backlog = backlog_by_queue(tenant, now)
     for row in backlog:
         row["oldest_age_text"] = _age(row["oldest_age"])
-    hour = stats.lateness_series(tenant, now, stats.HOUR, dt.timedelta(minutes=1))["overall"]
-    day_growth = stats.dead_letters_per_hour(tenant, now)
+    hour = lateness_series(tenant, now, HOUR, dt.timedelta(minutes=1))["overall"]
+    day_growth = dead_letters_per_hour(tenant, now)
     context = _context(
         request,
         f"Overview: {tenant.name}",
@@ -67,13 +85,13 @@ def overview(request):
         live=[(state, n, capped) for state, (n, capped) in counts["live"].items()],
         finished=[(state, n) for state, (n, _) in counts["finished"].items()],
         backlog=backlog,
-        expiries=stats.lease_expiries(tenant, now),
-        dead=stats.dead_letters_by_job(tenant, now),
-        lateness_hour={k: stats.format_ms(hour.get(k)) for k in ("p50", "p95", "p99")},
+        expiries=lease_expiries(tenant, now),
+        dead=dead_letters_by_job(tenant, now),
+        lateness_hour={k: format_ms(hour.get(k)) for k in ("p50", "p95", "p99")},
         lateness_hour_count=hour["count"],
-        outcomes_hour=stats.outcomes(tenant, now, stats.HOUR),
+        outcomes_hour=outcomes(tenant, now, HOUR),
         dead_growth_total=sum(p["count"] for p in day_growth),
-        dlq_chart=charts.bar_chart(
+        dlq_chart=bar_chart(
             day_growth,
             title=f"New dead letters per hour, last 24 hours, {tenant.name}",
             description="One bar per hour; the number above each bar is the count.",
@@ -84,11 +102,12 @@ def overview(request):
     return TemplateResponse(request, "portal/overview.html", context)
 
 
-def lateness(request):
+@site.register_view("dashboard/lateness/", name="portal_lateness")
+def lateness_page(request):
     tenant = _tenant(request)
     now = timezone.now()
-    hour = stats.lateness_series(tenant, now, stats.HOUR, dt.timedelta(minutes=1))
-    day = stats.lateness_series(tenant, now, stats.DAY, dt.timedelta(minutes=15))
+    hour = lateness_series(tenant, now, HOUR, dt.timedelta(minutes=1))
+    day = lateness_series(tenant, now, DAY, dt.timedelta(minutes=15))
     panels = []
     for key, label, series, fmt in (
         ("hour", "last hour, per minute", hour, "%H:%M"),
@@ -98,13 +117,13 @@ def lateness(request):
             {
                 "key": key,
                 "label": label,
-                "overall": {k: stats.format_ms(series["overall"].get(k)) for k in ("p50", "p95", "p99")},
+                "overall": {k: format_ms(series["overall"].get(k)) for k in ("p50", "p95", "p99")},
                 "count": series["overall"]["count"],
-                "chart": charts.line_chart(
+                "chart": line_chart(
                     series["points"],
                     title=f"Lateness of first attempts (start − due), {label}, {tenant.name}",
                     description="Three lines: p50 solid with circles, p95 dashed with squares, p99 dotted with triangles. Times in UTC.",
-                    format_value=stats.format_ms,
+                    format_value=format_ms,
                     label_time=lambda at, fmt=fmt: at.strftime(fmt),
                     chart_id=f"lateness-{key}",
                 ),
@@ -112,7 +131,7 @@ def lateness(request):
                     {
                         "at": p["at"],
                         "count": p["count"],
-                        **{k: stats.format_ms(p.get(k)) for k in ("p50", "p95", "p99")},
+                        **{k: format_ms(p.get(k)) for k in ("p50", "p95", "p99")},
                     }
                     for p in series["points"]
                     if p["count"]
@@ -124,6 +143,7 @@ def lateness(request):
     )
 
 
+@site.register_view("dashboard/jobs/<int:job_id>/", name="portal_job")
 def job_page(request, job_id):
     job = get_object_or_404(scoping.scope(JobDefinition.objects.select_related("tenant"), request.user), pk=job_id)
     now = timezone.now()
@@ -133,17 +153,15 @@ def job_page(request, job_id):
             {"local": f"{o.local:%a %Y-%m-%d %H:%M %Z}", "utc": f"{o.at_utc:%Y-%m-%d %H:%M}", "note": o.note}
             for o in cron.preview(job.cron_expr, job.time_zone, now, 10)
         ]
-    lateness_24h = stats.job_lateness(job, now)
-    history = stats.job_history(job)
+    lateness_24h = lateness.job_lateness(job, now)
+    history = job_history(job)
     for run in history:
-        run.shown_state = "ready" if run.state in ("scheduled", "retry_wait") and run.available_at <= now else run.state
+        run.shown_state = derived_state(run, now)
         run.local_due = f"{run.due_at.astimezone(cron.get_zone(job.time_zone)):%Y-%m-%d %H:%M:%S %Z}"
-    failure = stats.last_failure(job)
+    failure = last_failure(job)
     if failure:
         for attempt in failure["attempts"]:
-            attempt.lateness_text = stats.format_ms(attempt.lateness / dt.timedelta(milliseconds=1))
-    from jobs.admin.definitions import schedule_words, zoned
-
+            attempt.lateness_text = format_ms(attempt.lateness / dt.timedelta(milliseconds=1))
     context = _context(
         request,
         f"Job: {job.name}",
@@ -152,10 +170,10 @@ def job_page(request, job_id):
         schedule=schedule_words(job),
         next_due=zoned(job.next_due_at, job.time_zone),
         upcoming=upcoming,
-        lateness={k: stats.format_ms(lateness_24h.get(k)) for k in ("p50", "p95", "p99")},
+        lateness={k: format_ms(lateness_24h.get(k)) for k in ("p50", "p95", "p99")},
         lateness_count=lateness_24h["count"],
         history=history,
         failure=failure,
-        last_finished=next((r for r in history if r.state in stats.FINISHED), None),
+        last_finished=next((r for r in history if r.state in TERMINAL_STATES), None),
     )
     return TemplateResponse(request, "portal/job.html", context)

@@ -1,45 +1,30 @@
 """The portal's run list: read-only runs with their attempts, filters and cancel.
 
 Runs change state only through the engine's compare-and-sets (here:
-runs.bulk.cancel_runs, the set-based transitions.cancel_run), never by
+runs.controls.cancel_runs, the set-based transitions.cancel_run), never by
 editing. The list is built for tables of millions of rows: newest first by
-primary key, a capped count instead of COUNT(*), exact-match searches, and no
-date hierarchy (its DISTINCT over dates would scan the table).
+primary key, a capped count instead of COUNT(*) (scheduler_project.admin.counts),
+exact-match searches, and no date hierarchy (its DISTINCT over dates would scan
+the table).
 """
 
 import datetime as dt
 
 from django.contrib import admin
-from django.core.paginator import Paginator
 from django.utils import timezone
-from django.utils.functional import cached_property
 from django.utils.html import format_html
 
 from jobs.audit import actor_for_user
-from jobs.models import JobDefinition
-from runs import bulk
+from runs import controls
 from runs.models import CLAIMABLE_STATES, TERMINAL_STATES, Attempt, Run
 from scheduler_project.admin import scoping
 from scheduler_project.admin.confirm import confirm_action
-from scheduler_project.admin.site import STATE_SYMBOLS, TenantFilter, TenantScopedAdmin, site, status_text
-
-COUNT_CAP = 10_000
-
-
-class CappedPaginator(Paginator):
-    """Counts at most COUNT_CAP + 1 rows: past that the list says "10,000+" pages' worth."""
-
-    @cached_property
-    def count(self):
-        return self.object_list.order_by()[: COUNT_CAP + 1].count()
-
-
-def derived_state(run, now=None):
-    """The state as the portal shows it: `ready` for a claimable run whose available_at has passed."""
-    now = now or timezone.now()
-    if run.state in CLAIMABLE_STATES and run.available_at <= now:
-        return "ready"
-    return run.state
+from scheduler_project.admin.counts import capped_count
+from scheduler_project.admin.display import derived_state, status_text
+from scheduler_project.admin.filters import JobFilter, QueueFilter, TenantFilter
+from scheduler_project.admin.pagination import CappedPaginator
+from scheduler_project.admin.scoping import TenantScopedAdmin
+from scheduler_project.admin.site import site
 
 
 class StateFilter(admin.SimpleListFilter):
@@ -51,33 +36,10 @@ class StateFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() == "ready":
-            return queryset.filter(state__in=CLAIMABLE_STATES, available_at__lte=timezone.now())
+            return queryset.ready(timezone.now())
         if self.value():
             return queryset.filter(state=self.value())
         return queryset
-
-
-class QueueFilter(admin.SimpleListFilter):
-    title = parameter_name = "queue"
-
-    def lookups(self, request, model_admin):
-        jobs = scoping.scope(JobDefinition.objects.all(), request.user)
-        return [(q, q) for q in jobs.order_by("queue").values_list("queue", flat=True).distinct()[:100]]
-
-    def queryset(self, request, queryset):
-        return queryset.filter(queue=self.value()) if self.value() else queryset
-
-
-class JobFilter(admin.SimpleListFilter):
-    title = "job"
-    parameter_name = "job"
-
-    def lookups(self, request, model_admin):
-        jobs = scoping.scope(JobDefinition.objects.select_related("tenant"), request.user)
-        return [(str(j.pk), f"{j.tenant.name}/{j.name}") for j in jobs.order_by("tenant__name", "name")[:200]]
-
-    def queryset(self, request, queryset):
-        return queryset.filter(job_id=self.value()) if self.value() else queryset
 
 
 class DueWindowFilter(admin.SimpleListFilter):
@@ -136,7 +98,7 @@ class AttemptInline(admin.TabularInline):
 
     @admin.display(description="outcome")
     def outcome_shown(self, attempt):
-        return status_text(attempt.outcome, STATE_SYMBOLS)
+        return status_text(attempt.outcome)
 
 
 @admin.register(Run, site=site)
@@ -196,40 +158,32 @@ class RunAdmin(TenantScopedAdmin):
 
     @admin.display(description="state", ordering="state")
     def state_shown(self, run):
-        state = derived_state(run)
+        state = derived_state(run, timezone.now())
         if state == "ready":
-            return format_html('{} <span class="quiet">({})</span>', status_text("ready", STATE_SYMBOLS), run.state)
-        return status_text(state, STATE_SYMBOLS)
+            return format_html('{} <span class="quiet">({})</span>', status_text("ready"), run.state)
+        return status_text(state)
 
     @admin.action(description="Cancel selected runs")
     def cancel_runs(self, request, queryset):
         def preview(qs, data):
-            counts = dict.fromkeys(("waiting", "leased", "finished"), 0)
-            for state in qs.values_list("state", flat=True)[:COUNT_CAP]:
-                counts["waiting" if state in CLAIMABLE_STATES else "leased" if state == "leased" else "finished"] += 1
+            waiting = capped_count(qs.filter(state__in=CLAIMABLE_STATES))
+            leased = capped_count(qs.filter(state=Run.State.LEASED))
+            finished = capped_count(qs.filter(state__in=TERMINAL_STATES))
             return {
                 "lines": [
-                    f"{counts['waiting']} run(s) not yet started (scheduled or retry_wait) will be cancelled.",
-                    f"{counts['leased']} running run(s) lose their lease: the worker's next heartbeat or completion is refused "
+                    f"{waiting} run(s) not yet started (scheduled or retry_wait) will be cancelled.",
+                    f"{leased} running run(s) lose their lease: the worker's next heartbeat or completion is refused "
                     "(409 stale-lease), and the attempt is recorded as stale.",
-                    f"{counts['finished']} run(s) already finished or dead stay as they are (dead ones: use the dead-letter queue).",
+                    f"{finished} run(s) already finished or dead stay as they are (dead ones: use the dead-letter queue).",
                 ],
-                "rows": [
-                    (
-                        run,
-                        "cancel"
-                        if run.state not in TERMINAL_STATES and run.state != "dead"
-                        else f"unchanged ({run.state})",
-                    )
-                    for run in qs[:60]
-                ],
-                "blocked": counts["waiting"] + counts["leased"] == 0,
+                "rows": [(run, f"unchanged ({run.state})" if run.is_terminal else "cancel") for run in qs[:60]],
+                "blocked": waiting.count + leased.count == 0,
             }
 
         def perform(qs, data):
             actor = actor_for_user(request.user)
             reason = f"cancelled by {actor}" + (f": {data['note']}" if data["note"] else "")
-            done = bulk.cancel_runs(qs, actor=actor, reason=reason, note=data["note"])
+            done = controls.cancel_runs(qs, actor=actor, reason=reason, note=data["note"])
             return f"Cancelled {len(done)} run(s)."
 
         return confirm_action(

@@ -1,9 +1,11 @@
 """The numbers behind the dashboards, each read so it stays fast with 10 million runs.
 
-- Lateness percentiles come from the rollups (runs.rollups), never from raw attempts.
+- Lateness percentiles come from the rollups (runs.rollups, summarised by
+  scheduler_project.admin.lateness), never from raw attempts.
 - Live states (scheduled, ready, leased, retry_wait) are counted through the
   partial indexes run_claimable and run_leased_by_owner, which hold only
-  unfinished runs; counts stop at COUNT_CAP ("100,000+").
+  unfinished runs, with the portal's one capped count
+  (scheduler_project.admin.counts: "100,000+").
 - Finished states over the last 24 hours come from the rollups (succeeded),
   the dead letters (dead) and run_skipped_cancelled (cancelled, skipped).
 - Dead letters per job read deadletter_by_job and deadletter_open_by_tenant.
@@ -16,63 +18,13 @@ import datetime as dt
 
 from django.db.models import Count, Q
 
+from dlq.models import DeadLetter
 from jobs.models import JobDefinition
-from runs.models import CLAIMABLE_STATES, Attempt, Run
-from runs.rollups import JobHour, TenantMinute, merge, percentile
+from runs.models import Attempt, Run, TenantMinute
+from scheduler_project.admin.counts import capped_count
+from scheduler_project.admin.lateness import summary
 
-COUNT_CAP = 100_000
 HOUR, DAY = dt.timedelta(hours=1), dt.timedelta(days=1)
-QUANTILES = (50, 95, 99)
-FINISHED = ("succeeded", "dead", "cancelled", "skipped")
-
-
-def format_ms(ms):
-    if ms is None:
-        return "—"
-    if ms < 1000:
-        return f"{ms:.0f} ms"
-    if ms < 60_000:
-        return f"{ms / 1000:.1f} s"
-    if ms < 3_600_000:
-        return f"{ms / 60_000:.1f} min"
-    return f"{ms / 3_600_000:.1f} h"
-
-
-def capped_count(queryset, cap=COUNT_CAP):
-    """(count, capped): counts at most cap + 1 rows."""
-    n = queryset.order_by()[: cap + 1].count()
-    return min(n, cap), n > cap
-
-
-def _summary(rows):
-    histogram, count, top = {}, 0, 0
-    for row in rows:
-        merge(histogram, row.histogram)
-        count += row.first_attempts
-        top = max(top, row.lateness_ms_max)
-    out = {f"p{q}": percentile(histogram, q, cap=top) for q in QUANTILES}
-    out["count"] = count
-    out["max"] = top if count else None
-    return out
-
-
-def job_lateness(job, now, window=DAY):
-    """p50/p95/p99 (ms) of the first attempts of `job` started in the last `window`."""
-    since = (now - window).replace(minute=0, second=0, microsecond=0)
-    return _summary(
-        JobHour.objects.filter(job=job, hour__gte=since).only("histogram", "first_attempts", "lateness_ms_max")
-    )
-
-
-def jobs_lateness(job_ids, now, window=DAY):
-    """{job id: p50/p95/p99 summary} for many jobs in one query (the job list's column)."""
-    since = (now - window).replace(minute=0, second=0, microsecond=0)
-    rows = {}
-    for row in JobHour.objects.filter(job_id__in=list(job_ids), hour__gte=since).only(
-        "job_id", "histogram", "first_attempts", "lateness_ms_max"
-    ):
-        rows.setdefault(row.job_id, []).append(row)
-    return {job_id: _summary(rows.get(job_id, [])) for job_id in job_ids}
 
 
 def lateness_series(tenant, now, window, step):
@@ -92,9 +44,8 @@ def lateness_series(tenant, now, window, step):
         buckets.setdefault(index, []).append(row)
     points = []
     for index in range(int(window / step) + 1):
-        summary = _summary(buckets.get(index, []))
-        points.append({"at": start + index * step, **summary})
-    return {"points": points, "overall": _summary(rows)}
+        points.append({"at": start + index * step, **summary(buckets.get(index, []))})
+    return {"points": points, "overall": summary(rows)}
 
 
 def outcomes(tenant, now, window):
@@ -108,7 +59,7 @@ def outcomes(tenant, now, window):
 
 
 def state_counts(tenant, now):
-    """Runs by state (DESIGN.md §4 names) plus the derived `ready`.
+    """Runs by state (the run states of docs/api.md) plus the derived `ready`.
 
     Unfinished states are counted now, through the indexes of unfinished runs.
     Finished ones cover the last 24 hours, each from where it is cheapest:
@@ -120,7 +71,7 @@ def state_counts(tenant, now):
     live = {}
     for state in ("scheduled", "retry_wait"):
         live[state] = capped_count(runs.filter(state=state))
-    live["ready"] = capped_count(runs.filter(state__in=CLAIMABLE_STATES, available_at__lte=now))
+    live["ready"] = capped_count(runs.ready(now))
     live["leased"] = capped_count(runs.filter(state="leased"))
     finished = {
         "succeeded": (outcomes(tenant, now, DAY)["succeeded"], False),
@@ -133,8 +84,6 @@ def state_counts(tenant, now):
 
 def _dead_letters(tenant, since):
     """A tenant's dead letters since `since`, read per job through deadletter_by_job (job, dead_at)."""
-    from dlq.models import DeadLetter
-
     job_ids = list(JobDefinition.objects.filter(tenant=tenant).values_list("pk", flat=True))
     return DeadLetter.objects.filter(job_id__in=job_ids, dead_at__gte=since)
 
@@ -146,9 +95,7 @@ def backlog_by_queue(tenant, now):
     for queue in sorted(queues):
         count, capped, oldest = 0, False, None
         for priority in (0, 1, 2):
-            ready = Run.objects.filter(
-                tenant=tenant, queue=queue, priority=priority, state__in=CLAIMABLE_STATES, available_at__lte=now
-            )
+            ready = Run.objects.ready(now).filter(tenant=tenant, queue=queue, priority=priority)
             n, cut = capped_count(ready)
             count, capped = count + n, capped or cut
             first = ready.order_by("available_at").values_list("available_at", flat=True).first()
@@ -173,18 +120,14 @@ def lease_expiries(tenant, now):
 
 def dead_letters_by_job(tenant, now, limit=20):
     """Jobs with dead letters: new in the last 24 h and still open, most first; open ones in all (capped)."""
-    from dlq.models import DeadLetter
-
     recent = (
         _dead_letters(tenant, now - DAY)
         .values("job", "job__name")
         .annotate(new=Count("id"), open=Count("id", filter=Q(replayed_at=None, discarded_at=None)))
         .order_by("-new")[:limit]
     )
-    open_total, capped = capped_count(
-        DeadLetter.objects.filter(tenant=tenant, replayed_at=None, discarded_at=None), cap=10_000
-    )
-    return {"jobs": list(recent), "open": f"{open_total:,}{'+' if capped else ''}"}
+    open_letters = capped_count(DeadLetter.objects.filter(tenant=tenant, replayed_at=None, discarded_at=None))
+    return {"jobs": list(recent), "open": str(open_letters)}
 
 
 def dead_letters_per_hour(tenant, now):

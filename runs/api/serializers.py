@@ -7,9 +7,9 @@ Everything a client may not set (`tenant`, `state`, `attempt`,
 from django.conf import settings
 from rest_framework import serializers
 
-from jobs.api.serializers import AwareDateTimeField, Boolean, Integer, Number, Pattern, PayloadField, Text
-from jobs.models import QUEUE_RE
+from jobs.validation import QUEUE_RE
 from runs.models import Attempt, Run
+from scheduler_project.api.fields import AwareDateTimeField, Boolean, Integer, Number, Pattern, PayloadField, Text
 
 MAX_BIGINT = 2**63 - 1
 LEASE_SECONDS = (5, 3600)
@@ -70,6 +70,10 @@ class EnqueueSerializer(serializers.Serializer):
         if attrs.get("run_at") is not None and attrs.get("delay_seconds") is not None:
             raise serializers.ValidationError({"run_at": ["give run_at or delay_seconds, not both"]})
         return attrs
+
+
+class TriggerSerializer(serializers.Serializer):
+    payload = PayloadField(required=False, help_text="Defaults to the job's payload.")
 
 
 class CancelSerializer(serializers.Serializer):

@@ -1,4 +1,4 @@
-"""/v1 routes for runs: a job's runs, one run, cancel, and the worker endpoints."""
+"""/v1 routes for runs: a job's runs and its trigger, one run, cancel, and the worker endpoints."""
 
 from django.urls import re_path
 
@@ -10,6 +10,7 @@ RUN = r"(?P<run_id>[0-9]{1,18})"  # ids fit a bigint; anything else is an unknow
 
 urlpatterns = [
     re_path(rf"^jobs/{NAME}/runs$", views.JobRunsView.as_view(), name="api-job-runs"),
+    re_path(rf"^jobs/{NAME}:trigger$", views.JobTriggerView.as_view(), name="api-job-trigger"),
     re_path(rf"^runs/{RUN}$", views.RunView.as_view(), name="api-run"),
     re_path(rf"^runs/{RUN}:cancel$", views.RunCancelView.as_view(), name="api-run-cancel"),
     re_path(r"^lease$", offload(views.LeaseView.as_view()), name="api-lease"),

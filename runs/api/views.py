@@ -1,9 +1,10 @@
 """Runs over HTTP.
 
-Team tokens: a job's runs (list, enqueue one-off or delayed runs), one run
-with its attempts, cancel. Worker tokens: lease (long-poll), heartbeat,
-complete; a stale fencing token is a 409 `stale-lease`. All state changes
-go through runs.claims, runs.enqueue and runs.transitions.
+Team tokens: a job's runs (list, enqueue one-off or delayed runs, trigger),
+one run with its attempts, cancel. Worker tokens: lease (long-poll),
+heartbeat, complete; a stale fencing token raises transitions.StaleLease,
+which the problem table answers 409 `stale-lease`. All state changes go
+through runs.claims, runs.enqueue and runs.transitions.
 """
 
 import time
@@ -13,9 +14,8 @@ from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from jobs import audit, idempotency, quotas
-from jobs.api.views import IDEMPOTENCY_KEY, NAME, job_or_404, live_job_or_409, validated
-from jobs.tokens import get_scoped
+from jobs import audit, tokens
+from jobs.idempotency import HEADER, KeyReused
 from runs import claims, enqueue, transitions
 from runs.api.serializers import (
     CancelSerializer,
@@ -29,10 +29,13 @@ from runs.api.serializers import (
     LeasesSerializer,
     RunDetailSerializer,
     RunSerializer,
+    TriggerSerializer,
 )
-from runs.models import CLAIMABLE_STATES, Run
+from runs.models import Run
 from scheduler_project.api.endpoints import PAGE_PARAMETERS, CursorPage, TeamEndpoint, WorkerEndpoint, page_of
-from scheduler_project.api.problems import Problem, problem_responses
+from scheduler_project.api.idempotent import IDEMPOTENCY_KEY, idempotent, read_key
+from scheduler_project.api.lookups import NAME, get_scoped, job_or_404, live_job_or_409
+from scheduler_project.api.problems import Problem, problem_responses, validated
 
 RUN_ID = OpenApiParameter("run_id", int, OpenApiParameter.PATH, description="The run's id.")
 
@@ -53,13 +56,6 @@ def leased_run_or_404(request, run_id):
     if run.queue not in request.auth.queues:
         raise Problem("not-found", f"No run with id {run_id}.")
     return run
-
-
-def stale(exc):
-    return Problem(
-        "stale-lease",
-        f"{exc}. The lease was lost (expired, cancelled or taken by another worker): stop working on this run.",
-    )
 
 
 class JobRunsView(TeamEndpoint):
@@ -89,12 +85,11 @@ class JobRunsView(TeamEndpoint):
             **problem_responses(400, 404, 409, 413, 415, 422, 429),
         },
     )
-    @idempotency.idempotent
+    @idempotent
     def post(self, request, name):
         job = live_job_or_409(request, name)
         values = validated(EnqueueSerializer, request.data)
-        key = idempotency.read_key(request)
-        quotas.check_enqueue(job.tenant)
+        key = read_key(request)
         run, created = enqueue.enqueue(
             job,
             run_at=values["run_at"],
@@ -102,12 +97,37 @@ class JobRunsView(TeamEndpoint):
             payload=values.get("payload"),
             idempotency_key=key,
             actor=self.actor,
+            quota=enqueue.Quota.ENQUEUE,
         )
         if run.job_id != job.pk:
             # The idempotency record expired, but the run with this key belongs to another job.
-            raise Problem("idempotency-key-reused", f"Idempotency-Key {key!r} was used for a run of another job.")
+            raise KeyReused(key, f"{HEADER} {key!r} was used for a run of another job.")
         run.job = job
         return Response(RunSerializer(run).data, status=201 if created else 200)
+
+
+class JobTriggerView(TeamEndpoint):
+    @extend_schema(
+        operation_id="jobs_trigger",
+        summary="Run a job now, outside its schedule",
+        parameters=[NAME, IDEMPOTENCY_KEY],
+        request=TriggerSerializer,
+        responses={201: RunSerializer, **problem_responses(400, 404, 409, 413, 415, 422, 429)},
+    )
+    @idempotent
+    def post(self, request, name):
+        job = live_job_or_409(request, name)
+        values = validated(TriggerSerializer, request.data)
+        if job.concurrency is not None:
+            running = Run.objects.filter(job=job, state=Run.State.LEASED).count()
+            if running >= job.concurrency:
+                raise Problem(
+                    "concurrency-limit",
+                    f"Job {name} already runs {running} of at most {job.concurrency} at once; "
+                    "trigger it again when one finishes, or enqueue a run (POST .../runs) to wait its turn.",
+                )
+        run = enqueue.trigger(job, actor=self.actor, payload=values.get("payload"), quota=enqueue.Quota.ENQUEUE)
+        return Response(RunSerializer(run).data, status=201)
 
 
 class RunView(TeamEndpoint):
@@ -151,11 +171,7 @@ class LeaseView(WorkerEndpoint):
     )
     def post(self, request):
         values = validated(LeaseRequestSerializer, request.data)
-        allowed = list(request.auth.queues)
-        wanted = values.get("queues") or allowed
-        queues = [q for q in dict.fromkeys(wanted) if q in allowed]
-        if not queues:
-            raise Problem("forbidden", f"This token may lease from the queues {allowed}, not {wanted}.")
+        queues = tokens.leasable_queues(request.auth, values.get("queues"))
         leases = wait_and_claim(
             queues,
             values["max"],
@@ -187,13 +203,8 @@ def wait_and_claim(queues, n, worker_id, *, lease_seconds, tenant_id, wait_secon
 
 def looks_due(queues, tenant_id):
     """A hint only (the claim decides, on the database clock): is any run of an active job due?"""
-    return Run.objects.filter(
-        tenant_id=tenant_id,
-        queue__in=queues,
-        state__in=CLAIMABLE_STATES,
-        available_at__lte=timezone.now(),
-        job__status="active",
-    ).exists()
+    ready = Run.objects.ready(timezone.now())
+    return ready.filter(tenant_id=tenant_id, queue__in=queues, job__status="active").exists()
 
 
 class HeartbeatView(WorkerEndpoint):
@@ -207,10 +218,7 @@ class HeartbeatView(WorkerEndpoint):
     def post(self, request, run_id):
         run = leased_run_or_404(request, run_id)
         values = validated(HeartbeatSerializer, request.data)
-        try:
-            expires = transitions.heartbeat(run.pk, values["fencing_token"], values["lease_seconds"])
-        except transitions.StaleLease as exc:
-            raise stale(exc)
+        expires = transitions.heartbeat(run.pk, values["fencing_token"], values["lease_seconds"])
         return Response(HeartbeatResultSerializer({"run_id": run.pk, "lease_expires_at": expires}).data)
 
 
@@ -225,10 +233,7 @@ class CompleteView(WorkerEndpoint):
     def post(self, request, run_id):
         run = leased_run_or_404(request, run_id)
         values = validated(CompleteSerializer, request.data)
-        try:
-            state = transitions.complete(
-                run.pk, values["fencing_token"], values["outcome"], values["error"], values["retryable"]
-            )
-        except transitions.StaleLease as exc:
-            raise stale(exc)
+        state = transitions.complete(
+            run.pk, values["fencing_token"], values["outcome"], values["error"], values["retryable"]
+        )
         return Response({"run_id": run.pk, "state": state})

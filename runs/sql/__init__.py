@@ -1,32 +1,67 @@
 """Named queries for the hot paths, one file per dialect with the same names.
 
 Each query in postgres.sql / sqlite.sql starts with `-- name: <name>` and a
-purpose line; the name equals the Python function that runs it.
+purpose line; the name equals the Python function that runs it, through
+`execute(name, params)`. A query may be several statements (SQLite has no
+data-modifying CTEs): they run in order, in one transaction, and the rows of
+the last one are the result.
+
+This module is the only place that tells the dialects apart: it picks the
+file, and it converts parameters for SQLite (see `sqlite_params`). Callers
+pass the same parameters on both and read datetimes back through `aware`.
 """
 
+import contextlib
 import datetime as dt
 import functools
+import json
 import re
 from pathlib import Path
 
-from django.db import connection
+from django.db import connection, transaction
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 HERE = Path(__file__).parent
 HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+# Statements of one query end with `;` at the end of a line.
+STATEMENT_END = re.compile(r";\s*$", re.MULTILINE)
 
 
 @functools.cache
 def load(dialect):
+    """{name: [statement, ...]} of one dialect's file."""
     text = (HERE / f"{dialect}.sql").read_text()
     parts = HEADER.split(text)[1:]
-    return {name: body.strip() for name, body in zip(parts[::2], parts[1::2])}
+    return {name: _statements(body) for name, body in zip(parts[::2], parts[1::2])}
+
+
+def _statements(body):
+    code = "\n".join(line for line in body.splitlines() if not line.lstrip().startswith("--"))
+    return [statement.strip() for statement in STATEMENT_END.split(code) if statement.strip()]
+
+
+def dialect():
+    return "postgres" if connection.vendor == "postgresql" else "sqlite"
 
 
 def query(name):
-    """The SQL text of `name` for the current connection's dialect."""
-    dialect = "postgres" if connection.vendor == "postgresql" else "sqlite"
-    return load(dialect)[name]
+    """The SQL text of `name` for the current connection's dialect (bench explain prints its plan)."""
+    return ";\n".join(load(dialect())[name])
+
+
+def execute(name, params):
+    """Run the named query with `params`; returns the rows of its last statement."""
+    statements = load(dialect())[name]
+    if connection.vendor != "postgresql":
+        params = sqlite_params(params)
+    one_transaction = transaction.atomic(savepoint=False) if len(statements) > 1 else contextlib.nullcontext()
+    # Errors as Django's (django.db.DatabaseError and kin), as the ORM raises them:
+    # the loops retry after those, and a broken connection is then closed.
+    with one_transaction, connection.wrap_database_errors, cursor() as c:
+        for statement in statements:
+            c.execute(statement, params)
+        return c.fetchall() if c.description else []
 
 
 def cursor():
@@ -44,6 +79,22 @@ def cursor():
     return psycopg.Cursor(connection.connection)
 
 
+def sqlite_params(params):
+    """SQLite's form of the parameters: lists as JSON arrays (read with json_each),
+    datetimes as the backend stores them (UTC text), and `now` filled in when
+    None: SQLite has no statement clock in that format, so the engine's clock
+    stands in for it.
+    """
+    converted = {}
+    for key, value in params.items():
+        if key == "now" and value is None:
+            value = timezone.now()
+        if isinstance(value, list | tuple):
+            value = json.dumps(value)
+        converted[key] = db_time(value) if isinstance(value, dt.datetime) else value
+    return converted
+
+
 def db_time(value):
     """A datetime as the SQLite backend stores it (UTC text); None stays None."""
     if value is None:
@@ -52,7 +103,7 @@ def db_time(value):
 
 
 def aware(value):
-    """A datetime read by a raw SQLite query (text or naive UTC) as an aware UTC datetime."""
+    """A datetime read by a raw query (SQLite: text or naive UTC) as an aware UTC datetime."""
     if value is None or isinstance(value, dt.datetime) and value.tzinfo is not None:
         return value
     if isinstance(value, str):

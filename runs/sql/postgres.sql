@@ -1,11 +1,11 @@
 -- Hot-path queries for PostgreSQL. Same names as sqlite.sql; each name is the
--- Python function that runs it. `%(now)s` is NULL in production, so the
+-- Python function that runs it (through runs.sql.execute). `%(now)s` is NULL in production, so the
 -- database clock decides; tests pass a fixed instant.
 -- statement_timestamp() rather than now(): a claim waits for its tenant lock,
 -- and its lease must be measured from when the statement ran.
 
 -- name: lock_ready_tenants
--- claims.claim: lock the tenants that have a due run on the wanted queues, in
+-- claims.lock_ready_tenants (claims.claim): lock the tenants that have a due run on the wanted queues, in
 -- id order, so claims for one tenant take turns (its caps are then counted
 -- race-free by the next statement's fresh snapshot) and claimers never
 -- deadlock. NO KEY UPDATE does not block inserts of runs that reference them.
@@ -30,7 +30,7 @@ ORDER BY t.id
 FOR NO KEY UPDATE OF t;
 
 -- name: claim_candidates
--- claims.claim: lock up to %(n)s due runs per (tenant, queue, priority), oldest
+-- claims.claim_candidates (claims.claim): lock up to %(n)s due runs per (tenant, queue, priority), oldest
 -- first, of active jobs only (one index probe each on run_claimable: the
 -- round-robin needs every tenant's head, not just the globally oldest rows;
 -- runs of paused or cancelled jobs stay where they are).
@@ -80,7 +80,7 @@ JOIN gates g ON g.job_id = c.job_id
 JOIN rooms rm ON rm.tenant_id = c.tenant_id;
 
 -- name: lease_runs
--- claims.claim: lease the chosen runs, which claim_candidates locked in this
+-- transitions.lease_runs (claims.claim): lease the chosen runs, which claim_candidates locked in this
 -- transaction (so no state re-check: it would also tempt the planner into
 -- scanning run_claimable instead of one primary-key lookup per id). Each gets
 -- a new fencing token from the one global sequence; the lease is capped by
@@ -114,7 +114,7 @@ WHERE id = %(id)s AND fencing_token = %(token)s
 RETURNING lease_expires_at;
 
 -- name: complete_runs
--- transitions.complete_many: finish many attempts in one statement. Each run
+-- transitions.complete_runs (complete, complete_many): finish many attempts in one statement. Each run
 -- moves only where its fencing token matches and it is still leased (the
 -- `held` CTE locks those rows by primary key, and re-checks them after any
 -- wait); the attempt rows and any dead letters are written in the same
@@ -174,7 +174,7 @@ dead AS (
 SELECT id, state, available_at FROM moved;
 
 -- name: expire_leases
--- reaper.reap: leases past their expiry, at most %(n)s per pass, oldest
+-- transitions.expire_leases (reap, the scheduler's step): leases past their expiry, at most %(n)s per pass, oldest
 -- first. SKIP LOCKED leaves a run that a completion is finishing right now to
 -- that completion. A run whose lease reached its start + timeout timed out;
 -- otherwise its worker vanished (lease_expired). Either way: retry_wait with
@@ -225,5 +225,27 @@ dead AS (
 SELECT id, state FROM moved;
 
 -- name: next_fencing_tokens
--- transitions and shards: %(n)s fresh values of the global fencing sequence.
+-- shards.next_fencing_tokens: %(n)s fresh values of the global fencing
+-- sequence, for the epochs of shard leases (runs get theirs in lease_runs).
 SELECT nextval('runs_fencing_token_seq') FROM generate_series(1, %(n)s);
+
+-- name: insert_runs
+-- enqueue.insert_runs: insert new runs, one JSON object per run, in one
+-- statement whatever their number (one plan, not one VALUES row each).
+-- Datetimes arrive as UTC wall times. A new run has no attempt, lease or
+-- error yet, so those columns are constants here. A row that would break a
+-- unique constraint (the job's occurrence or the API key is taken) is passed
+-- over; RETURNING names the rows that went in.
+INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
+                      idempotency_key, worker_id, queue, priority, shard, payload, finished_at, last_error, reason,
+                      covers_until, created_at)
+SELECT r.job_id, r.tenant_id, r.origin, r.due_at AT TIME ZONE 'UTC', r.available_at AT TIME ZONE 'UTC', r.state, 0,
+       r.max_attempts, r.timeout_seconds, r.idempotency_key, '', r.queue, r.priority, r.shard, r.payload,
+       r.finished_at AT TIME ZONE 'UTC', '', r.reason, r.covers_until AT TIME ZONE 'UTC', %(created_at)s
+FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(job_id bigint, tenant_id bigint, origin text, due_at timestamp,
+                                              available_at timestamp, state text, max_attempts integer,
+                                              timeout_seconds integer, idempotency_key text, queue text,
+                                              priority smallint, shard smallint, payload jsonb,
+                                              finished_at timestamp, reason text, covers_until timestamp)
+ON CONFLICT DO NOTHING
+RETURNING id, job_id, idempotency_key;

@@ -1,13 +1,36 @@
 -- Hot-path queries for SQLite (the embedded default). Same names as
--- postgres.sql. SQLite has no SKIP LOCKED and no sequences: every write runs
--- inside an IMMEDIATE transaction, which holds the database's only write
--- lock, so a conditional UPDATE is the compare-and-set. Times are passed in
--- from the one machine's clock, as the backend stores them (UTC text).
+-- postgres.sql, same results; each name is the Python function that runs it
+-- (through runs.sql.execute). SQLite has no SKIP LOCKED, no sequences and no
+-- data-modifying CTEs: every write runs inside an IMMEDIATE transaction,
+-- which holds the database's only write lock, so a conditional UPDATE is the
+-- compare-and-set, and a query that writes several tables is several
+-- statements, run in order in one transaction (runs.sql.execute).
+-- Lists arrive as JSON arrays (read with json_each), times as the backend
+-- stores them (UTC text), `now` from the one machine's clock.
+-- A time computed here is written as Django writes it (`.ffffff`, or no
+-- fraction at all on a whole second), so text comparisons with the ORM's
+-- parameters stay exact.
+
+-- name: lock_ready_tenants
+-- claims.lock_ready_tenants (claims.claim): the tenants that have a due run
+-- on the wanted queues, in id order. Nothing to lock: the IMMEDIATE
+-- transaction already serialises claims.
+SELECT t.id
+FROM jobs_tenant t
+WHERE (%(tenant)s IS NULL OR t.id = %(tenant)s)
+  AND EXISTS (
+    SELECT 1 FROM runs_run r
+    WHERE r.tenant_id = t.id
+      AND r.queue IN (SELECT value FROM json_each(%(queues)s))
+      AND r.state IN ('scheduled', 'retry_wait')
+      AND r.available_at <= %(now)s
+  )
+ORDER BY t.id;
 
 -- name: claim_candidates
--- claims.claim: up to :n due runs per (tenant, queue, priority) of active
--- jobs, oldest first, with the tenant's free room and, for jobs with a limit
--- or an overlap policy, the count of their leased runs.
+-- claims.claim_candidates (claims.claim): up to %(n)s due runs per (tenant,
+-- queue, priority) of active jobs, oldest first, with the tenant's free room
+-- and, for jobs with a limit or an overlap policy, the count of their leased runs.
 SELECT c.id, c.tenant_id, c.job_id, c.priority, c.origin, c.available_at, c.concurrency, c.overlap_policy,
        CASE WHEN c.concurrency IS NOT NULL OR c.overlap_policy <> 'allow'
             THEN (SELECT count(*) FROM runs_run l WHERE l.tenant_id = c.tenant_id AND l.job_id = c.job_id AND l.state = 'leased')
@@ -22,21 +45,26 @@ FROM (
     WHERE r.state IN ('scheduled', 'retry_wait')
       AND r.available_at <= %(now)s
       AND r.queue IN (SELECT value FROM json_each(%(queues)s))
-      AND (%(tenant)s IS NULL OR r.tenant_id = %(tenant)s)
+      AND r.tenant_id IN (SELECT value FROM json_each(%(tenants)s))
 ) c
 WHERE c.turn <= %(n)s;
 
 -- name: lease_runs
--- claims.claim: lease one chosen run (conditional on it still being
--- claimable) and return what the worker needs. Lease capped by the timeout.
+-- transitions.lease_runs (claims.claim): lease the chosen runs (each still
+-- claimable) and return what a worker needs. The fencing counter moves on by
+-- one per chosen run; the lowest id gets the lowest of those tokens. The
+-- lease is capped by the job's timeout.
+INSERT INTO runs_counter (name, value) VALUES ('fencing_token', json_array_length(%(ids)s))
+ON CONFLICT (name) DO UPDATE SET value = value + excluded.value;
 UPDATE runs_run
 SET state = 'leased',
     attempt = attempt + 1,
-    fencing_token = %(token)s,
+    fencing_token = (SELECT value FROM runs_counter WHERE name = 'fencing_token')
+                    - (SELECT count(*) FROM json_each(%(ids)s) later WHERE later.value > runs_run.id),
     worker_id = %(worker)s,
     started_at = %(now)s,
     lease_expires_at = strftime('%%Y-%%m-%%d %%H:%%M:%%f', %(now)s, '+' || min(%(lease)s, timeout_seconds) || ' seconds')
-WHERE id = %(id)s AND state IN ('scheduled', 'retry_wait')
+WHERE id IN (SELECT value FROM json_each(%(ids)s)) AND state IN ('scheduled', 'retry_wait')
 RETURNING id, tenant_id, job_id,
           (SELECT name FROM jobs_jobdefinition WHERE id = job_id),
           (SELECT target_kind FROM jobs_jobdefinition WHERE id = job_id),
@@ -54,10 +82,150 @@ SET lease_expires_at = min(
 WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'leased'
 RETURNING lease_expires_at;
 
+-- name: complete_runs
+-- transitions.complete_runs (complete, complete_many): finish many attempts.
+-- `held` is the input joined to the runs whose fencing token matches and
+-- that are still leased; the attempt rows and dead letters are written from
+-- it before the runs move (the move changes what `held` selects). Backoff
+-- before retry n is full jitter: uniform(0, min(retry_max, retry_base * 2^(n-1))).
+WITH input AS (
+    SELECT i.value AS id, %(tokens)s ->> i.key AS token, %(outcomes)s ->> i.key AS outcome,
+           %(errors)s ->> i.key AS error, %(retryable)s ->> i.key AS retryable
+    FROM json_each(%(ids)s) i
+)
+INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error)
+SELECT r.id, r.attempt, r.fencing_token, r.worker_id, r.available_at, r.started_at, %(now)s, i.outcome, i.error
+FROM input i
+JOIN runs_run r ON r.id = i.id AND r.fencing_token = i.token AND r.state = 'leased';
+WITH input AS (
+    SELECT i.value AS id, %(tokens)s ->> i.key AS token, %(outcomes)s ->> i.key AS outcome,
+           %(errors)s ->> i.key AS error, %(retryable)s ->> i.key AS retryable
+    FROM json_each(%(ids)s) i
+)
+INSERT INTO dlq_deadletter (run_id, job_id, tenant_id, last_error, dead_at, resolved_by)
+SELECT r.id, r.job_id, r.tenant_id, i.error, %(now)s, ''
+FROM input i
+JOIN runs_run r ON r.id = i.id AND r.fencing_token = i.token AND r.state = 'leased'
+WHERE i.outcome <> 'succeeded' AND NOT (i.retryable AND r.attempt < r.max_attempts);
+WITH input AS (
+    SELECT i.value AS id, %(tokens)s ->> i.key AS token, %(outcomes)s ->> i.key AS outcome,
+           %(errors)s ->> i.key AS error, %(retryable)s ->> i.key AS retryable
+    FROM json_each(%(ids)s) i
+),
+held AS (
+    SELECT r.id, i.error,
+           CASE WHEN i.outcome = 'succeeded' THEN 'succeeded'
+                WHEN i.retryable AND r.attempt < r.max_attempts THEN 'retry_wait'
+                ELSE 'dead' END AS next_state,
+           julianday(%(now)s) + (random() / 18446744073709551616.0 + 0.5)
+               * min(j.retry_max_seconds, j.retry_base_seconds * (1 << min(r.attempt - 1, 62))) / 86400.0 AS retry_day
+    FROM input i
+    JOIN runs_run r ON r.id = i.id AND r.fencing_token = i.token AND r.state = 'leased'
+    JOIN jobs_jobdefinition j ON j.id = r.job_id
+)
+UPDATE runs_run
+SET state = h.next_state,
+    lease_expires_at = NULL,
+    available_at = CASE WHEN h.next_state <> 'retry_wait' THEN runs_run.available_at
+                        WHEN strftime('%%f', h.retry_day) LIKE '%%.000' THEN strftime('%%Y-%%m-%%d %%H:%%M:%%S', h.retry_day)
+                        ELSE strftime('%%Y-%%m-%%d %%H:%%M:%%f', h.retry_day) || '000' END,
+    finished_at = CASE WHEN h.next_state = 'retry_wait' THEN NULL ELSE %(now)s END,
+    last_error = h.error
+FROM held h
+WHERE runs_run.id = h.id
+RETURNING id, state, available_at;
+
+-- name: expire_leases
+-- transitions.expire_leases (reap, the scheduler's step): leases past their
+-- expiry, at most %(n)s per pass, oldest first (then by id, so each statement
+-- below picks the same runs). A run whose lease reached its start + timeout
+-- timed out; otherwise its worker vanished (lease_expired). Either way:
+-- retry_wait with backoff while attempts are left, else dead with a dead letter.
+WITH held AS (
+    SELECT r.* FROM runs_run r
+    WHERE r.state = 'leased' AND r.lease_expires_at < %(now)s
+    ORDER BY r.lease_expires_at, r.id
+    LIMIT %(n)s
+)
+INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error)
+SELECT h.id, h.attempt, h.fencing_token, h.worker_id, h.available_at, h.started_at, %(now)s,
+       CASE WHEN strftime('%%Y-%%m-%%d %%H:%%M:%%f', h.lease_expires_at)
+                 >= strftime('%%Y-%%m-%%d %%H:%%M:%%f', h.started_at, '+' || h.timeout_seconds || ' seconds')
+            THEN 'timed_out' ELSE 'lease_expired' END,
+       CASE WHEN strftime('%%Y-%%m-%%d %%H:%%M:%%f', h.lease_expires_at)
+                 >= strftime('%%Y-%%m-%%d %%H:%%M:%%f', h.started_at, '+' || h.timeout_seconds || ' seconds')
+            THEN 'timed out' ELSE 'lease expired' END
+FROM held h;
+WITH held AS (
+    SELECT r.* FROM runs_run r
+    WHERE r.state = 'leased' AND r.lease_expires_at < %(now)s
+    ORDER BY r.lease_expires_at, r.id
+    LIMIT %(n)s
+)
+INSERT INTO dlq_deadletter (run_id, job_id, tenant_id, last_error, dead_at, resolved_by)
+SELECT h.id, h.job_id, h.tenant_id,
+       CASE WHEN strftime('%%Y-%%m-%%d %%H:%%M:%%f', h.lease_expires_at)
+                 >= strftime('%%Y-%%m-%%d %%H:%%M:%%f', h.started_at, '+' || h.timeout_seconds || ' seconds')
+            THEN 'timed out' ELSE 'lease expired' END,
+       %(now)s, ''
+FROM held h
+WHERE h.attempt >= h.max_attempts;
+WITH held AS (
+    SELECT r.id, r.worker_id,
+           strftime('%%Y-%%m-%%d %%H:%%M:%%f', r.lease_expires_at)
+               >= strftime('%%Y-%%m-%%d %%H:%%M:%%f', r.started_at, '+' || r.timeout_seconds || ' seconds') AS timed_out,
+           CASE WHEN r.attempt < r.max_attempts THEN 'retry_wait' ELSE 'dead' END AS next_state,
+           julianday(%(now)s) + (random() / 18446744073709551616.0 + 0.5)
+               * min(j.retry_max_seconds, j.retry_base_seconds * (1 << min(r.attempt - 1, 62))) / 86400.0 AS retry_day
+    FROM runs_run r
+    JOIN jobs_jobdefinition j ON j.id = r.job_id
+    WHERE r.state = 'leased' AND r.lease_expires_at < %(now)s
+    ORDER BY r.lease_expires_at, r.id
+    LIMIT %(n)s
+)
+UPDATE runs_run
+SET state = h.next_state,
+    lease_expires_at = NULL,
+    available_at = CASE WHEN h.next_state <> 'retry_wait' THEN runs_run.available_at
+                        WHEN strftime('%%f', h.retry_day) LIKE '%%.000' THEN strftime('%%Y-%%m-%%d %%H:%%M:%%S', h.retry_day)
+                        ELSE strftime('%%Y-%%m-%%d %%H:%%M:%%f', h.retry_day) || '000' END,
+    finished_at = CASE WHEN h.next_state = 'dead' THEN %(now)s END,
+    last_error = CASE WHEN h.timed_out THEN 'timed out: ran longer than the job''s timeout_seconds'
+                      ELSE 'lease expired: worker ' || h.worker_id || ' stopped heartbeating' END
+FROM held h
+WHERE runs_run.id = h.id
+RETURNING id, state;
+
 -- name: next_fencing_tokens
--- transitions.next_fencing_tokens: reserve %(n)s values of the fencing
--- counter; returns the last. Inside the caller's IMMEDIATE transaction.
--- An upsert, so a flushed table (tests) starts the counter again rather than failing.
+-- shards.next_fencing_tokens: reserve %(n)s values of the fencing counter and
+-- return them, lowest first (for the epochs of shard leases). An upsert, so
+-- a flushed table (tests) starts the counter again rather than failing.
 INSERT INTO runs_counter (name, value) VALUES ('fencing_token', %(n)s)
-ON CONFLICT (name) DO UPDATE SET value = value + excluded.value
-RETURNING value;
+ON CONFLICT (name) DO UPDATE SET value = value + excluded.value;
+WITH RECURSIVE reserved(value) AS (
+    SELECT value - %(n)s + 1 FROM runs_counter WHERE name = 'fencing_token'
+    UNION ALL
+    SELECT value + 1 FROM reserved
+    WHERE value < (SELECT value FROM runs_counter WHERE name = 'fencing_token')
+)
+SELECT value FROM reserved;
+
+-- name: insert_runs
+-- enqueue.insert_runs: insert new runs, one JSON object per run, in one
+-- statement whatever their number. A new run has no attempt, lease or error
+-- yet, so those columns are constants here. A row that would break a unique
+-- constraint (the job's occurrence or the API key is taken) is passed over
+-- (`WHERE true` lets SQLite parse ON CONFLICT after a SELECT); RETURNING
+-- names the rows that went in.
+INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
+                      idempotency_key, worker_id, queue, priority, shard, payload, finished_at, last_error, reason,
+                      covers_until, created_at)
+SELECT r.value ->> 'job_id', r.value ->> 'tenant_id', r.value ->> 'origin', r.value ->> 'due_at',
+       r.value ->> 'available_at', r.value ->> 'state', 0, r.value ->> 'max_attempts', r.value ->> 'timeout_seconds',
+       r.value ->> 'idempotency_key', '', r.value ->> 'queue', r.value ->> 'priority', r.value ->> 'shard',
+       r.value -> 'payload', r.value ->> 'finished_at', '', r.value ->> 'reason', r.value ->> 'covers_until',
+       %(created_at)s
+FROM json_each(%(rows)s) r
+WHERE true
+ON CONFLICT DO NOTHING
+RETURNING id, job_id, idempotency_key;

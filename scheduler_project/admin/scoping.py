@@ -5,12 +5,15 @@ objects; superusers see every tenant. Every portal surface (admin lists,
 detail pages and actions, dashboards, the schedule preview and heatmap, live
 updates) narrows its querysets through `scope()` and resolves a tenant from
 a request through `tenant_or_404()`, so another tenant's object is a 404,
-never a 403 that confirms it exists.
+never a 403 that confirms it exists. `TenantScopedAdmin` is the base of
+every portal ModelAdmin and applies the same narrowing to its lists, pages,
+actions and choices.
 """
 
+from django.contrib import admin
 from django.http import Http404
 
-from jobs.models import Tenant
+from jobs.models import JobDefinition, Tenant
 
 
 def sees_all(user):
@@ -66,3 +69,41 @@ def tenant_or_404(user, name):
 def default_tenant(user):
     """The tenant a dashboard opens on: the first of the user's tenants by name, or None."""
     return tenants(user).order_by("name").first()
+
+
+class TenantScopedAdmin(admin.ModelAdmin):
+    """A ModelAdmin whose lists, detail pages, actions and choices are narrowed
+    to the request user's tenants; nothing is added or deleted unless a subclass says so."""
+
+    tenant_field = "tenant"  # path from the model to its tenant
+
+    def get_queryset(self, request):
+        return scope(super().get_queryset(request), request.user, self.tenant_field)
+
+    def get_object(self, request, object_id, from_field=None):
+        obj = super().get_object(request, object_id, from_field)
+        if obj is None:
+            raise Http404("No such object.")  # another tenant's object looks exactly like a missing one
+        return obj
+
+    def has_module_permission(self, request):
+        return is_operator(request.user)
+
+    def has_view_permission(self, request, obj=None):
+        return is_operator(request.user)
+
+    def has_change_permission(self, request, obj=None):
+        return is_operator(request.user)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.related_model is Tenant:
+            kwargs["queryset"] = tenants(request.user)
+        elif db_field.related_model is JobDefinition:
+            kwargs["queryset"] = scope(JobDefinition.objects.all(), request.user)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)

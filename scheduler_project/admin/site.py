@@ -1,10 +1,13 @@
-"""The portal's AdminSite: "Duetime" branding, tenant-based access, dashboards.
+"""The portal's AdminSite: "Duetime" branding, tenant-based access, and the apps' own pages.
 
 Access: an active staff user who is a superuser or belongs to a tenant (see
 scheduler_project.admin.scoping); what each one sees is narrowed there too.
-Every ModelAdmin of jobs, runs and dlq registers on `site`, and the custom
-views (dashboards, job page, schedule preview, heatmap) hang off its URLs so
-they share its login, CSRF and look.
+
+The site imports no app. Each app's admin package registers its ModelAdmins
+(`@admin.register(Model, site=site)`) and its custom pages (dashboards, job
+page, schedule preview, heatmap) with `@site.register_view(route, name=...)`
+when Django's admin autodiscovery imports it; the pages then hang off the
+site's URLs (`admin:<name>`), behind its login, CSRF and look.
 """
 
 from django.contrib import admin
@@ -19,21 +22,30 @@ class DuetimeAdminSite(admin.AdminSite):
     index_title = "Operations"
     index_template = "portal/index.html"
 
+    def __init__(self, name="admin"):
+        super().__init__(name)
+        self._views = {}  # URL name -> (route, view), in registration order
+
+    def register_view(self, route, *, name):
+        """Decorator: serve `view(request, ...)` at `route` under the site as `admin:<name>`, for portal users only.
+
+        Raises ValueError if `name` is taken, so two apps never shadow each other's page.
+        """
+
+        def register(view):
+            if name in self._views:
+                raise ValueError(f"A portal page named {name!r} is already registered.")
+            self._views[name] = (route, view)
+            return view
+
+        return register
+
     def has_permission(self, request):
         return scoping.is_operator(request.user)
 
     def get_urls(self):
-        from jobs.admin import schedule_views
-        from runs.admin import dashboards
-
-        portal = [
-            path("dashboard/", self.admin_view(dashboards.overview), name="portal_overview"),
-            path("dashboard/lateness/", self.admin_view(dashboards.lateness), name="portal_lateness"),
-            path("dashboard/heatmap/", self.admin_view(schedule_views.heatmap_page), name="portal_heatmap"),
-            path("dashboard/jobs/<int:job_id>/", self.admin_view(dashboards.job_page), name="portal_job"),
-            path("schedule-preview/", self.admin_view(schedule_views.preview), name="portal_schedule_preview"),
-        ]
-        return portal + super().get_urls()
+        pages = [path(route, self.admin_view(view), name=name) for name, (route, view) in self._views.items()]
+        return pages + super().get_urls()
 
     def each_context(self, request):
         context = super().each_context(request)
@@ -42,94 +54,3 @@ class DuetimeAdminSite(admin.AdminSite):
 
 
 site = DuetimeAdminSite(name="admin")
-
-
-class TenantScopedAdmin(admin.ModelAdmin):
-    """A ModelAdmin whose lists, detail pages, actions and choices are narrowed
-    to the request user's tenants (scheduler_project.admin.scoping)."""
-
-    tenant_field = "tenant"  # path from the model to its tenant
-
-    def get_queryset(self, request):
-        return scoping.scope(super().get_queryset(request), request.user, self.tenant_field)
-
-    def get_object(self, request, object_id, from_field=None):
-        obj = super().get_object(request, object_id, from_field)
-        if obj is None:
-            from django.http import Http404
-
-            raise Http404("No such object.")  # another tenant's object looks exactly like a missing one
-        return obj
-
-    def has_module_permission(self, request):
-        return scoping.is_operator(request.user)
-
-    def has_view_permission(self, request, obj=None):
-        return scoping.is_operator(request.user)
-
-    def has_change_permission(self, request, obj=None):
-        return scoping.is_operator(request.user)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        from jobs.models import JobDefinition, Tenant
-
-        if db_field.related_model is Tenant:
-            kwargs["queryset"] = scoping.tenants(request.user)
-        elif db_field.related_model is JobDefinition:
-            kwargs["queryset"] = scoping.scope(JobDefinition.objects.all(), request.user)
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-
-class TenantFilter(admin.SimpleListFilter):
-    """Filter by tenant, offering only the user's tenants (a related-field filter would list them all)."""
-
-    title = "tenant"
-    parameter_name = "tenant"
-
-    def lookups(self, request, model_admin):
-        return [(str(t.pk), t.name) for t in scoping.tenants(request.user)[:200]]
-
-    def queryset(self, request, queryset):
-        field = getattr(self, "field_path", "tenant")
-        if self.value():
-            return queryset.filter(**{f"{field}_id": self.value()})
-        return queryset
-
-
-def status_text(value, symbols):
-    """A state as a symbol plus its name, so it never depends on colour alone."""
-    from django.utils.html import format_html
-
-    return format_html(
-        '<span class="dt-state dt-state-{}"><span aria-hidden="true">{} </span>{}</span>',
-        value,
-        symbols.get(value, "•"),
-        value,
-    )
-
-
-STATE_SYMBOLS = {
-    "active": "▶",
-    "paused": "⏸",
-    "cancelled": "✕",
-    "scheduled": "◷",
-    "ready": "⏵",
-    "leased": "⟳",
-    "retry_wait": "↻",
-    "succeeded": "✓",
-    "dead": "☠",
-    "skipped": "⤼",
-    "failed": "✗",
-    "timed_out": "⌛",
-    "lease_expired": "⌛",
-    "stale": "⊘",
-    "open": "●",
-    "replayed": "↺",
-    "discarded": "🗑",
-}

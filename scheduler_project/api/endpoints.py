@@ -15,7 +15,8 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions, pagination, parsers, serializers
 from rest_framework.views import APIView
 
-from jobs.tokens import BearerTokenAuthentication, TeamToken, WorkerToken
+from jobs.audit import actor_for_token
+from scheduler_project.api.auth import BearerTokenAuthentication, TeamToken, WorkerToken
 from scheduler_project.api.problems import Problem, invalid
 
 # A body may hold a payload of DUETIME_MAX_PAYLOAD_BYTES (compact UTF-8 JSON);
@@ -101,8 +102,6 @@ class Endpoint(APIView):
 
     @property
     def actor(self):
-        from jobs.audit import actor_for_token
-
         return actor_for_token(self.request.auth)
 
 

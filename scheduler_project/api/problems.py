@@ -8,13 +8,18 @@ Every 4xx and 5xx of /v1 is `application/problem+json`:
 Validation errors add `errors`, one entry per bad field, named as in the
 request body (`schedule.cron`) and as a JSON pointer (`#/schedule/cron`).
 
-Views raise `Problem(slug, detail)`; DRF's own exceptions (401, 403, 404, 405,
-406, 415, 429, parse errors), Django's Http404 and anything unexpected (500)
-are turned into problems by `exception_handler`, the DRF EXCEPTION_HANDLER.
-Unknown /v1 URLs reach `not_found`, the last /v1 route.
+Views raise `Problem(slug, detail)`. Domain modules raise their own
+exceptions (`QuotaExceeded`, `KeyReused`, `StaleLease`, ...), which
+`DOMAIN_ERRORS` maps to problems in one table, so a view lets them pass.
+Those, DRF's own exceptions (401, 403, 404, 405, 406, 415, 429, parse
+errors), Django's Http404 and anything unexpected (500) are turned into
+problems by `exception_handler`, the DRF EXCEPTION_HANDLER. Unknown /v1 URLs
+reach `not_found`, the last /v1 route.
 """
 
+import dataclasses
 import logging
+from collections.abc import Callable
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
@@ -25,6 +30,11 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
+
+from jobs.idempotency import KeyInFlight, KeyReused
+from jobs.quotas import QuotaExceeded
+from jobs.tokens import QueueNotAllowed
+from runs.transitions import StaleLease
 
 logger = logging.getLogger("duetime.api")
 
@@ -64,6 +74,36 @@ DRF_TYPES = (
     (exceptions.Throttled, "quota-exceeded"),
     (exceptions.ParseError, "malformed-request"),
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class DomainError:
+    """How a domain exception reads as a problem: its type (which gives status and title),
+    the detail built from the exception, and the headers built from it."""
+
+    slug: str
+    detail: Callable[[Exception], str] = str
+    headers: Callable[[Exception], dict] = lambda exc: {}
+
+
+def retry_after(exc):
+    """`Retry-After` from the exception's `retry_after` seconds; none when waiting does not help."""
+    return {} if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
+
+
+def lost_lease(exc):
+    return f"{exc}. The lease was lost (expired, cancelled or taken by another worker): stop working on this run."
+
+
+# Domain exception -> problem: the one table, listed in docs/api.md. The first
+# class the exception is an instance of wins.
+DOMAIN_ERRORS = {
+    QuotaExceeded: DomainError("quota-exceeded", headers=retry_after),
+    KeyReused: DomainError("idempotency-key-reused"),
+    KeyInFlight: DomainError("idempotency-key-in-use", headers=retry_after),
+    QueueNotAllowed: DomainError("forbidden"),
+    StaleLease: DomainError("stale-lease", detail=lost_lease),
+}
 
 
 def type_uri(slug):
@@ -122,10 +162,35 @@ def invalid(errors, slug="validation-error"):
     return Problem(slug, f"{described}{more}", errors=errors)
 
 
+def is_schedule_error(errors):
+    return any(e["field"].startswith("schedule") for e in errors)
+
+
+def validated(serializer_class, data):
+    """The serializer's validated data, or a 400 problem listing every bad field
+    (`invalid-schedule` when one of them is part of the schedule)."""
+    serializer = serializer_class(data=data)
+    if not serializer.is_valid():
+        errors = field_errors(serializer.errors)
+        raise invalid(errors, "invalid-schedule" if is_schedule_error(errors) else "validation-error")
+    return serializer.validated_data
+
+
+def from_domain(exc):
+    """The Problem for a domain exception of DOMAIN_ERRORS, or None."""
+    for cls, error in DOMAIN_ERRORS.items():
+        if isinstance(exc, cls):
+            return Problem(error.slug, error.detail(exc), headers=error.headers(exc))
+    return None
+
+
 def as_problem(exc):
-    """The Problem for any exception a view raised (a 500 for the unexpected ones)."""
+    """The Problem for any exception a view raised, or None for an unexpected one (a 500)."""
     if isinstance(exc, Problem):
         return exc
+    problem = from_domain(exc)
+    if problem is not None:
+        return problem
     if isinstance(exc, exceptions.ValidationError):
         return invalid(field_errors(exc.detail))
     if isinstance(exc, DjangoValidationError):

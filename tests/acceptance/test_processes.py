@@ -9,7 +9,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from django.utils import timezone
@@ -18,8 +17,9 @@ from dlq.models import DeadLetter
 from jobs.definitions import save_definition
 from jobs.models import JobDefinition
 from runs import enqueue
-from runs.models import Attempt, Run
+from runs.models import Attempt, Run, ShardLease
 from tests.conftest import engine_env
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.concurrency, pytest.mark.django_db(transaction=True)]
 
@@ -67,16 +67,6 @@ class Processes:
                 print(f"--- {name} exited {code} ---\n{out[-3000:]}")
 
 
-def wait_for(condition, timeout=60, what="condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def held_job(acme, make_job, report, **fields):
     job = make_job(
         acme,
@@ -96,12 +86,12 @@ def test_it_retries_a_run_whose_worker_was_killed_and_finishes_it(acme, make_job
     job, run = held_job(acme, make_job, tmp_path)
     with Processes() as fleet:
         first = fleet.start("killed", "run_worker", "--worker-id", "w-killed")
-        wait_for(lambda: (tmp_path / "1.started").exists(), what="attempt 1 to start")
+        wait_until(lambda: (tmp_path / "1.started").exists(), message="attempt 1 to start")
         first.kill()  # SIGKILL mid-run: no goodbye, no release
         first.wait()
         fleet.start("scheduler", "run_scheduler")
         fleet.start("second", "run_worker", "--worker-id", "w-second")
-        wait_for(lambda: Run.objects.get(pk=run.pk).state == "succeeded", what="the retry to succeed")
+        wait_until(lambda: Run.objects.get(pk=run.pk).state == "succeeded", message="the retry to succeed")
     outcomes = list(Attempt.objects.filter(run=run).order_by("attempt").values_list("worker_id", "outcome"))
     assert outcomes == [("w-killed", "lease_expired"), ("w-second", "succeeded")]
     report = json.loads((tmp_path / "2.json").read_text())
@@ -112,18 +102,18 @@ def test_it_fences_off_a_paused_worker_and_lets_the_rerun_win(acme, make_job, tm
     job, run = held_job(acme, make_job, tmp_path)
     with Processes() as fleet:
         paused = fleet.start("paused", "run_worker", "--worker-id", "w-paused")
-        wait_for(lambda: (tmp_path / "1.started").exists(), what="attempt 1 to start")
+        wait_until(lambda: (tmp_path / "1.started").exists(), message="attempt 1 to start")
         first_token = int((tmp_path / "1.started").read_text())
         paused.send_signal(signal.SIGSTOP)  # a long GC pause: no heartbeats
         try:
             fleet.start("scheduler", "run_scheduler")
             fleet.start("rescuer", "run_worker", "--worker-id", "w-rescuer")
-            wait_for(lambda: Run.objects.get(pk=run.pk).state == "succeeded", what="the re-run to succeed")
+            wait_until(lambda: Run.objects.get(pk=run.pk).state == "succeeded", message="the re-run to succeed")
         finally:
             paused.send_signal(signal.SIGCONT)
-        wait_for(lambda: (tmp_path / "1.json").exists(), what="the paused handler to notice")
-        wait_for(lambda: Attempt.objects.filter(run=run).count() == 2, what="both attempts recorded")
-        time.sleep(1)  # room for the paused worker's (refused) completion
+        wait_until(lambda: (tmp_path / "1.json").exists(), message="the paused handler to notice")
+        wait_until(lambda: Attempt.objects.filter(run=run).count() == 2, message="both attempts recorded")
+        # No wait for the paused worker's (refused) completion: SIGTERM drains, and the drain completes it.
     code, output = fleet.outputs["paused"]
     seen = json.loads((tmp_path / "1.json").read_text())
     assert seen["lease_lost"], "its heartbeat was refused, so the handler was told to stop"
@@ -135,21 +125,26 @@ def test_it_fences_off_a_paused_worker_and_lets_the_rerun_win(acme, make_job, tm
     assert outcomes == [("w-paused", "lease_expired"), ("w-rescuer", "succeeded")]
 
 
-def test_it_runs_a_scheduled_job_on_time_never_early(acme):
-    due = timezone.now().replace(microsecond=0) + dt.timedelta(seconds=3)
-    job = JobDefinition(
-        tenant=acme,
-        name="launch",
-        schedule_kind="at",
-        run_at=due,
-        target_kind="python",
-        target_ref="tests.handlers.noop",
-    )
-    save_definition(job, "test")
+def test_it_runs_a_scheduled_job_on_time_never_early(acme, make_job):
+    warm_up, _ = enqueue.enqueue(make_job(acme, "warm-up"))
     with Processes() as fleet:
         fleet.start("scheduler", "run_scheduler")
         fleet.start("worker", "run_worker")
-        run = wait_for(lambda: Run.objects.filter(job=job, state="succeeded").first(), what="the run to succeed")
+        # Both in their loops before the clock starts, however slowly a busy machine starts them.
+        wait_until(lambda: ShardLease.objects.filter(name__startswith="node:").exists(), message="the scheduler")
+        wait_until(lambda: Run.objects.filter(pk=warm_up.pk, state="succeeded").exists(), message="the worker")
+        # The real clock: the scheduler and worker processes compare due times with the database's.
+        due = timezone.now().replace(microsecond=0) + dt.timedelta(seconds=3)
+        job = JobDefinition(
+            tenant=acme,
+            name="launch",
+            schedule_kind="at",
+            run_at=due,
+            target_kind="python",
+            target_ref="tests.handlers.noop",
+        )
+        save_definition(job, "test")
+        run = wait_until(lambda: Run.objects.filter(job=job, state="succeeded").first(), message="the run to succeed")
     attempt = Attempt.objects.get(run=run)
     assert run.due_at == due
     assert attempt.started_at >= due, "never early"
@@ -163,14 +158,20 @@ def test_it_dead_letters_a_job_that_keeps_failing(acme, make_job):
     run, _ = enqueue.enqueue(job)
     with Processes() as fleet:
         fleet.start("worker", "run_worker")
-        wait_for(lambda: Run.objects.get(pk=run.pk).state == "dead", what="the run to die")
+        wait_until(lambda: Run.objects.get(pk=run.pk).state == "dead", message="the run to die")
     assert DeadLetter.objects.get(run=run).last_error.startswith("RuntimeError: always fails")
 
 
 @pytest.mark.parametrize("command", ["run_scheduler", "run_worker"])
-def test_it_stops_gracefully_on_sigterm(acme, command):
+def test_it_stops_gracefully_on_sigterm(acme, make_job, command):
+    run, _ = enqueue.enqueue(make_job(acme, "ping"))
+    # Inside the loop once it has done a step: the scheduler joined the shard table, the worker ran `ping`.
+    stepped = {
+        "run_scheduler": lambda: ShardLease.objects.filter(name__startswith="node:").exists(),
+        "run_worker": lambda: Run.objects.filter(pk=run.pk, state="succeeded").exists(),
+    }[command]
     proc = start(command)
-    time.sleep(3)  # past start-up, inside the loop
+    wait_until(lambda: stepped() or proc.poll() is not None, message=f"{command} to do one step")
     assert proc.poll() is None, proc.communicate()[0]
     code, output = stop(proc, timeout=15)
     assert code == 0, output

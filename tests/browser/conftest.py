@@ -11,7 +11,6 @@ import re
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from django.conf import settings
 from django.db import connection
 
 from tests.conftest import engine_env
+from tests.waiting import wait_until
 
 CHROMIUM = os.environ.get("DUETIME_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -32,15 +32,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_until(check, timeout=30, every=0.2, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
 def _up(url):
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
@@ -51,7 +42,7 @@ def _up(url):
 
 @pytest.fixture(scope="module")
 def portal(django_db_setup, django_db_blocker, tmp_path_factory):
-    """The three processes of DESIGN.md §2 on the test database; yields the base URL."""
+    """The three processes (web, scheduler, worker) on the test database; yields the base URL."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium chromium-driver)")
     port = free_port()
@@ -98,7 +89,7 @@ def portal(django_db_setup, django_db_blocker, tmp_path_factory):
     }
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: _up(f"{base}/admin/login/"), timeout=60, what="daphne to serve the login page")
+        wait_until(lambda: _up(f"{base}/admin/login/"), interval=0.2, message="daphne to serve the login page")
         yield base
     finally:
         for proc in procs.values():

@@ -9,13 +9,12 @@ import datetime as dt
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.utils import timezone
 
 from dlq.models import DeadLetter
 from jobs.definitions import save_definition
 from jobs.models import JobDefinition, Tenant
 from runs.models import Attempt, Run
-from tests.browser.conftest import wait_until
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("live_db")]
 
@@ -115,10 +114,10 @@ def test_it_pauses_resumes_and_triggers_a_job_now(visit, acme_team):
     assert Run.objects.get(job=nightly, origin="trigger").state == "succeeded"
 
 
-def test_it_replays_a_dead_letter(visit, acme_team):
+def test_it_replays_a_dead_letter(visit, acme_team, wall_clock):
     acme, _ = acme_team
     export = job(acme, "billing.export", payload={"month": "2026-05"})
-    due = timezone.now() - dt.timedelta(minutes=10)
+    due = wall_clock.ago(minutes=10)  # the real clock: the portal's worker runs what is due by it
     run = Run.objects.create(
         job=export,
         tenant=acme,
@@ -163,15 +162,15 @@ def test_it_replays_a_dead_letter(visit, acme_team):
     page.get_by_role("button", name="Replay", exact=True).click()
     page.get_by_text("Replayed 1 dead letter(s).").wait_for()
     alice.shot("replayed")
-    wait_until(lambda: Run.objects.get(pk=run.pk).state == "succeeded", timeout=30, what="the replayed run to succeed")
+    wait_until(lambda: Run.objects.get(pk=run.pk).state == "succeeded", message="the replayed run to succeed")
     alice.go(f"/admin/runs/run/{run.pk}/")
     assert DeadLetter.objects.get(pk=letter.pk).replayed_at is not None
 
 
-def test_it_charts_lateness_with_data(visit, acme_team):
+def test_it_charts_lateness_with_data(visit, acme_team, wall_clock):
     acme, _ = acme_team
     steady = job(acme, "metrics.collect")
-    now = timezone.now()
+    now = wall_clock.now  # the real clock: the portal charts the last hour by it
     for i in range(40):
         due = now - dt.timedelta(minutes=50) + dt.timedelta(minutes=i)
         run = Run.objects.create(
@@ -204,8 +203,7 @@ def test_it_charts_lateness_with_data(visit, acme_team):
 
     wait_until(
         lambda: sum(TenantMinute.objects.filter(tenant=acme).values_list("first_attempts", flat=True)) >= 40,
-        timeout=30,
-        what="the rollups",
+        message="the rollups",
     )
     alice = visit("alice", "alice-pass-123")
     page = alice.go("/admin/dashboard/lateness/")

@@ -14,6 +14,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
 django.setup()
 
 from runs import claims, transitions  # noqa: E402
+from tests.waiting import wait_until  # noqa: E402
 
 PAUSE = float(os.environ.get("CLAIMER_PAUSE", "0.002"))
 
@@ -22,8 +23,7 @@ def main(queue, outfile):
     """Signal readiness, wait for the start line (so all really race), then drain."""
     ready, go = f"{outfile}.ready", os.path.join(os.path.dirname(outfile), "go")
     open(ready, "w").close()
-    while not os.path.exists(go):
-        time.sleep(0.01)
+    wait_until(lambda: os.path.exists(go), timeout=300, interval=0.01, message="the start line")
     claimed = []
     empty = 0
     while empty < 3:

@@ -3,13 +3,13 @@
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
 from bench.setup import insert_runs
 from runs.models import Attempt, Run
 from tests.conftest import engine_env, is_postgres
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.concurrency, pytest.mark.django_db(transaction=True)]
 
@@ -28,7 +28,8 @@ def test_it_leases_each_of_10000_due_runs_exactly_once_across_processes(acme, ma
         )
         for out in outs
     ]
-    wait_for(lambda: all((tmp_path / f"claimer-{i}.json.ready").exists() for i in range(claimers)))
+    ready = [tmp_path / f"claimer-{i}.json.ready" for i in range(claimers)]
+    wait_until(lambda: all(path.exists() for path in ready), message="every claimer to start")
     (tmp_path / "go").touch()
     for proc in procs:
         assert proc.wait(timeout=240) == 0
@@ -41,13 +42,6 @@ def test_it_leases_each_of_10000_due_runs_exactly_once_across_processes(acme, ma
     assert Attempt.objects.filter(run__job=job).count() == runs
     tokens = list(Attempt.objects.filter(run__job=job).values_list("fencing_token", flat=True))
     assert len(set(tokens)) == runs, "fencing tokens never repeat"
-
-
-def wait_for(condition, timeout=60):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "claimers did not start"
-        time.sleep(0.05)
 
 
 def dt_now():

@@ -2,13 +2,10 @@
 
 import datetime as dt
 
-import pytest
-from django.core.exceptions import ValidationError
-
 from jobs import cron
 from jobs.definitions import save_definition
 from jobs.models import JobDefinition
-from runs import controls, enqueue, materialize
+from runs import materialize
 from runs.models import Run
 
 UTC = dt.UTC
@@ -17,21 +14,6 @@ T0 = dt.datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
 
 def minutes(n):
     return dt.timedelta(minutes=n)
-
-
-@pytest.fixture
-def every_minute(acme):
-    job = JobDefinition(
-        tenant=acme,
-        name="ping",
-        schedule_kind="cron",
-        cron_expr="* * * * *",
-        time_zone="Europe/Berlin",
-        target_kind="python",
-        target_ref="tests.handlers.noop",
-    )
-    save_definition(job, "test", now=T0 - dt.timedelta(seconds=30))
-    return job
 
 
 def scheduled(job):
@@ -166,56 +148,3 @@ def test_it_runs_an_at_job_once(acme):
     assert scheduled(job) == [T0 + minutes(5)]
     job.refresh_from_db()
     assert job.next_due_at is None
-
-
-def test_it_explains_occurrences_passed_over_while_paused(every_minute):
-    controls.pause(every_minute, actor="user:alice")
-    assert materialize.materialize(T0 + minutes(30), lookahead=60).jobs == 0
-    controls.resume(every_minute, actor="user:alice", now=T0 + minutes(30) + dt.timedelta(seconds=5))
-    (summary,) = skipped(every_minute)
-    assert "paused" in summary.reason and "31 occurrences" in summary.reason
-    every_minute.refresh_from_db()
-    assert every_minute.next_due_at == T0 + minutes(31)
-
-
-def test_it_returns_the_same_run_for_the_same_caller_key(acme, make_job):
-    job = make_job(acme, "oneoff")
-    first, created = enqueue.enqueue(job, delay_seconds=60, idempotency_key="order-17", now=T0)
-    again, created_again = enqueue.enqueue(job, delay_seconds=5, idempotency_key="order-17", now=T0)
-    assert created and not created_again and again.pk == first.pk
-    assert first.due_at == T0 + minutes(1) and first.idempotency_key == "order-17"
-
-
-def test_it_refuses_an_ambiguous_or_naive_run_time(acme, make_job):
-    job = make_job(acme, "oneoff")
-    with pytest.raises(ValidationError):
-        enqueue.enqueue(job, run_at=T0, delay_seconds=5)
-    with pytest.raises(ValidationError):
-        enqueue.enqueue(job, run_at=T0.replace(tzinfo=None))
-
-
-def test_it_backfills_a_past_window_capped_and_audited(every_minute):
-    runs = controls.backfill(every_minute, T0, T0 + minutes(10), actor="user:alice", max_runs=4, now=T0 + minutes(60))
-    assert [r.due_at for r in runs] == [T0 + minutes(i) for i in range(4)]
-    assert all(r.origin == "backfill" and r.available_at == T0 + minutes(60) for r in runs)
-    entry = every_minute.tenant.audit.get(action="backfill")
-    assert entry.detail["runs"] == 4 and entry.detail["truncated"] is True
-
-
-def test_it_refuses_to_backfill_the_future(every_minute):
-    with pytest.raises(ValidationError):
-        controls.backfill(every_minute, T0, dt.datetime(2100, 1, 1, tzinfo=UTC), actor="user:alice")
-
-
-def test_it_cancels_future_runs_when_a_job_is_deleted(every_minute):
-    materialize.materialize(T0, lookahead=120)
-    assert controls.delete(every_minute, actor="user:alice") == 3
-    assert set(Run.objects.filter(job=every_minute).values_list("state", flat=True)) == {"cancelled"}
-    every_minute.refresh_from_db()
-    assert every_minute.status == "cancelled" and every_minute.next_due_at is None
-
-
-def test_it_refuses_a_caller_key_already_used_by_another_job(acme, make_job):
-    enqueue.enqueue(make_job(acme, "first"), idempotency_key="order-17", now=T0)
-    with pytest.raises(ValidationError):
-        enqueue.enqueue(make_job(acme, "second"), idempotency_key="order-17", now=T0)

@@ -5,11 +5,11 @@ import threading
 
 import pytest
 from django.db import connection
-from django.utils import timezone
 
 from runs import rollups
-from runs.admin.stats import job_lateness, lateness_series
+from runs.admin.stats import lateness_series
 from runs.rollups import JobHour, RollupCursor, TenantMinute, lateness_bin, percentile
+from scheduler_project.admin.lateness import job_lateness
 
 
 def test_it_reads_percentiles_back_within_the_bin_width():
@@ -20,9 +20,11 @@ def test_it_reads_percentiles_back_within_the_bin_width():
         assert abs(percentile(histogram, q) - true) / true < 0.13
 
 
-def test_it_folds_each_attempt_once_by_tenant_minute_and_job_hour(acme, globex, make_job, make_run, make_attempt):
+def test_it_folds_each_attempt_once_by_tenant_minute_and_job_hour(
+    acme, globex, make_job, make_run, make_attempt, clock
+):
     # Mid-hour, so every attempt starts and ends in the same hour (one JobHour per job).
-    now = timezone.now().replace(minute=30, second=30) - dt.timedelta(hours=1)
+    now = clock.advance(minutes=30, seconds=30)
     ours, theirs = make_job(acme, "a.job"), make_job(globex, "g.job")
     for i, (job, late) in enumerate(((ours, 2), (ours, 4), (theirs, 9))):
         run = make_run(job, state="succeeded", due_at=now - dt.timedelta(minutes=10, seconds=i))
@@ -36,16 +38,16 @@ def test_it_folds_each_attempt_once_by_tenant_minute_and_job_hour(acme, globex, 
     assert lateness_series(acme, now, dt.timedelta(hours=1), dt.timedelta(minutes=1))["overall"]["count"] == 2
 
 
-def test_it_waits_for_attempts_that_just_ended(acme, make_job, make_run, make_attempt):
-    now = timezone.now()
+def test_it_waits_for_attempts_that_just_ended(acme, make_job, make_run, make_attempt, clock):
+    now = clock.now
     run = make_run(make_job(acme, "a.job"), state="succeeded", due_at=now - dt.timedelta(seconds=5))
     make_attempt(run, late=dt.timedelta(seconds=1), ended=now)
     assert rollups.tick(now) == 0
     assert rollups.tick(now + rollups.SETTLE + dt.timedelta(seconds=1)) == 1
 
 
-def test_it_counts_retries_outcomes_but_lateness_only_for_first_attempts(acme, make_job, make_run, make_attempt):
-    now = timezone.now()
+def test_it_counts_retries_outcomes_but_lateness_only_for_first_attempts(acme, make_job, make_run, make_attempt, clock):
+    now = clock.now
     run = make_run(make_job(acme, "a.job"), state="succeeded", due_at=now - dt.timedelta(minutes=5), attempt=2)
     make_attempt(run, attempt=1, late=dt.timedelta(seconds=1), outcome="failed", ended=now - dt.timedelta(minutes=4))
     make_attempt(
@@ -57,19 +59,19 @@ def test_it_counts_retries_outcomes_but_lateness_only_for_first_attempts(acme, m
     assert (sum(r.failed for r in rows), sum(r.succeeded for r in rows)) == (1, 1)
 
 
-def test_it_prunes_rows_past_the_retention(acme):
-    old = timezone.now() - rollups.RETENTION - dt.timedelta(hours=1)
+def test_it_prunes_rows_past_the_retention(acme, clock):
+    old = clock.now - rollups.RETENTION - dt.timedelta(hours=1)
     TenantMinute.objects.create(tenant=acme, minute=old)
     rollups._last_prune["at"] = None
-    assert rollups.prune(timezone.now()) == 1
+    assert rollups.prune(clock.now) == 1
 
 
 @pytest.mark.concurrency
 @pytest.mark.django_db(transaction=True)
-def test_it_never_double_counts_when_two_schedulers_tick_at_once(acme, make_job, make_run, make_attempt):
+def test_it_never_double_counts_when_two_schedulers_tick_at_once(acme, make_job, make_run, make_attempt, clock):
     if connection.vendor != "postgresql":
         pytest.skip("real concurrent writers need PostgreSQL")
-    now = timezone.now()
+    now = clock.now
     job = make_job(acme, "a.job")
     for i in range(200):
         run = make_run(job, state="succeeded", due_at=now - dt.timedelta(minutes=30, seconds=i))

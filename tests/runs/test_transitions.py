@@ -1,4 +1,4 @@
-"""Every move of the run state machine (DESIGN.md §4), on both databases.
+"""Every move of the run state machine, on both databases.
 
 Time is pinned: each test passes `now` explicitly, so the database clock is
 never consulted (PostgreSQL's now() cannot be frozen from Python).
@@ -236,3 +236,22 @@ def test_it_completes_a_batch_and_reports_the_stale_ones(job, make_run):
     )
     assert moved == {leases[1].run_id: "succeeded", leases[2].run_id: "succeeded"}
     assert {state(r) for r in runs} == {"leased", "succeeded"}
+
+
+def test_a_move_not_in_the_table_raises_before_anything_moves(job, make_run):
+    run = make_run(job, state="succeeded", due_at=T0)
+    with pytest.raises(transitions.IllegalMove, match="succeeded -> scheduled"):
+        transitions._move(Run.objects.filter(pk=run.pk), Run.State.SUCCEEDED, Run.State.SCHEDULED, available_at=at(1))
+    assert state(run) == "succeeded"
+
+
+def test_a_function_cannot_declare_a_move_not_in_the_table():
+    with pytest.raises(transitions.IllegalMove, match="skipped -> leased"):
+        transitions.moves((Run.State.SKIPPED, Run.State.LEASED))
+
+
+def test_every_listed_move_is_made_by_a_declared_function_and_nothing_else():
+    declared = set()
+    for function in vars(transitions).values():
+        declared |= getattr(function, "moves", frozenset())
+    assert declared == set(TRANSITIONS)

@@ -1,6 +1,6 @@
 """`manage.py backfill JOB --tenant T --start ... --end ... [--max-runs N]`: run a window of a cron job's past occurrences again.
 
-The same service as the portal's backfill action (runs.controls.backfill):
+The same service as the portal's backfill action (runs.backfill.backfill):
 the same plan, cap, audit record and origin `backfill`. Shows a progress bar
 while the runs are created.
 """
@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from jobs.models import JobDefinition
-from runs import controls
+from runs import backfill
 
 BAR_WIDTH = 30
 
@@ -39,7 +39,7 @@ class Command(BaseCommand):
         parser.add_argument("--start", required=True, help="Window start, ISO 8601 (UTC unless an offset is given).")
         parser.add_argument("--end", required=True, help="Window end (exclusive), in the past.")
         parser.add_argument(
-            "--max-runs", type=int, default=100, help=f"Cap on runs created (1 to {controls.BACKFILL_LIMIT})."
+            "--max-runs", type=int, default=100, help=f"Cap on runs created (1 to {backfill.BACKFILL_LIMIT})."
         )
         parser.add_argument("--note", default="", help="Why: saved in the audit record.")
         parser.add_argument("--dry-run", action="store_true", help="Only say how many runs it would create.")
@@ -50,12 +50,12 @@ class Command(BaseCommand):
             raise CommandError(f"no job '{job}' in tenant '{tenant}'")
         start, end = instant(start), instant(end)
         try:
-            times, truncated = controls.backfill_plan(definition, start, end, max_runs)
+            times, truncated = backfill.backfill_plan(definition, start, end, max_runs)
             if dry_run:
                 more = f" (capped at {max_runs}; the window holds more)" if truncated else ""
                 self.stdout.write(f"Would create {len(times)} run(s) of {tenant}/{job}{more}.")
                 return
-            runs = controls.backfill(
+            runs = backfill.backfill(
                 definition,
                 start,
                 end,

@@ -3,10 +3,9 @@ import os
 import socket
 
 from django.core.management.base import BaseCommand
-from django.db import DatabaseError, close_old_connections
 
 from runs import scheduler, shards
-from runs.loop import GracefulStop
+from runs.loop import GracefulStop, run_loop
 
 log = logging.getLogger("duetime.scheduler")
 
@@ -25,27 +24,26 @@ class Command(BaseCommand):
         stop = GracefulStop()
         shards.ensure_rows()
         log.info("scheduler %s started", owner)
-        while not stop.requested:
-            try:
-                result = scheduler.tick(owner)
-            except DatabaseError:
-                # The database went away or failed over: every step is idempotent, so try again.
-                log.exception("scheduler %s: tick failed; retrying in 1 s", owner)
-                close_old_connections()
-                stop.sleep(1)
-                continue
-            if result.inserted or result.skipped or result.reaped:
-                log.info(
-                    "tick: shards=%d jobs=%d inserted=%d skipped=%d reaped=%d",
-                    result.shards,
-                    result.materialized_jobs,
-                    result.inserted,
-                    result.skipped,
-                    result.reaped,
-                )
-            if once:
-                break
-            if not result.busy:
-                stop.sleep(interval)
+        run_loop(
+            lambda: self.step(owner),
+            rest=lambda result: None if result.busy else stop.sleep(interval),
+            done=lambda result: once,
+            stop=stop,
+            log=log,
+            name=f"scheduler {owner}",
+        )
         shards.release(owner)
         log.info("scheduler %s stopped", owner)
+
+    def step(self, owner):
+        result = scheduler.tick(owner)
+        if result.inserted or result.skipped or result.reaped:
+            log.info(
+                "tick: shards=%d jobs=%d inserted=%d skipped=%d reaped=%d",
+                result.shards,
+                result.materialized_jobs,
+                result.inserted,
+                result.skipped,
+                result.reaped,
+            )
+        return result

@@ -2,9 +2,8 @@ import logging
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError, close_old_connections
 
-from runs.loop import GracefulStop
+from runs.loop import GracefulStop, run_loop
 from runs.worker import Worker
 
 log = logging.getLogger("duetime.worker")
@@ -34,21 +33,15 @@ class Command(BaseCommand):
         stop = GracefulStop()
         worker = Worker(queue_list, concurrency, worker_id=worker_id or None, batch=batch or None)
         log.info("worker %s serving %s with %d slots", worker.worker_id, ",".join(queue_list), concurrency)
-        while not stop.requested:
-            try:
-                result = worker.tick()
-            except DatabaseError:
-                # The database went away or failed over: nothing of this tick
-                # was committed; leases of finished runs expire and are retried.
-                log.exception("worker %s: tick failed; retrying in 1 s", worker.worker_id)
-                close_old_connections()
-                stop.sleep(1)
-                continue
-            if once and result.claimed:
-                break
-            if once and not worker.inflight:
-                break
-            if not result.claimed:
-                worker.wait(poll)
+        # A failed tick committed nothing: the leases of runs it finished expire and are retried.
+        run_loop(
+            worker.tick,
+            rest=lambda result: None if result.claimed else worker.wait(poll),
+            # --once: the first claim, or nothing left in flight; the drain below waits for the runs.
+            done=lambda result: once and (result.claimed or not worker.inflight),
+            stop=stop,
+            log=log,
+            name=f"worker {worker.worker_id}",
+        )
         released = worker.drain(grace if not once else 3600)
         log.info("worker %s stopped (%d leases released)", worker.worker_id, released)

@@ -1,9 +1,6 @@
 """Dead letters: readable at a glance, replayed or discarded one or many, each audited."""
 
-import datetime as dt
-
 from django.urls import reverse
-from django.utils import timezone
 
 from dlq.models import DeadLetter
 from jobs.models import AuditEntry
@@ -13,11 +10,12 @@ from tests.fixtures.portal import action, confirm
 DLQ = reverse("admin:dlq_deadletter_changelist")
 
 
-def test_it_shows_the_error_the_payload_and_new_dead_letters_per_job(as_alice, acme, make_job, make_dead):
+def test_it_shows_the_error_the_payload_and_new_dead_letters_per_job(as_alice, acme, make_job, make_dead, wall_clock):
     job = make_job(acme, "billing.export", payload={"month": "2026-05"})
-    first = make_dead(job, timezone.now() - dt.timedelta(hours=2))
-    make_dead(job, timezone.now() - dt.timedelta(hours=1))
-    make_dead(job, timezone.now() - dt.timedelta(days=3))
+    # The real clock: the page counts the last 24 hours by it.
+    first = make_dead(job, wall_clock.ago(hours=2))
+    make_dead(job, wall_clock.ago(hours=1))
+    make_dead(job, wall_clock.ago(days=3))
     page = as_alice.get(DLQ).content.decode()
     assert "ValueError: the export file is empty" in page
     assert '<td class="field-new_for_job_24h">2</td>' in page
@@ -26,9 +24,9 @@ def test_it_shows_the_error_the_payload_and_new_dead_letters_per_job(as_alice, a
     assert "Traceback" in detail
 
 
-def test_it_replays_many_with_a_preview_and_an_audit_note(as_alice, acme, make_job, make_dead):
+def test_it_replays_many_with_a_preview_and_an_audit_note(as_alice, acme, make_job, make_dead, clock):
     job = make_job(acme, "billing.export", cron_expr="0 * * * *")
-    letters = [make_dead(job, timezone.now() - dt.timedelta(hours=h)) for h in (1, 2, 3)]
+    letters = [make_dead(job, clock.ago(hours=h)) for h in (1, 2, 3)]
     ids = [d.pk for d in letters]
     page = action(as_alice, DLQ, "replay_dead_letters", ids).content.decode()
     assert "3 dead run(s) go back to scheduled" in page
@@ -40,9 +38,9 @@ def test_it_replays_many_with_a_preview_and_an_audit_note(as_alice, acme, make_j
     assert AuditEntry.objects.filter(action="replay", note="bug fixed in 1.4.2").count() == 3
 
 
-def test_it_discards_and_never_replays_a_closed_dead_letter(as_alice, acme, make_job, make_dead):
+def test_it_discards_and_never_replays_a_closed_dead_letter(as_alice, acme, make_job, make_dead, clock):
     job = make_job(acme, "billing.export")
-    letter = make_dead(job, timezone.now())
+    letter = make_dead(job, clock.now)
     confirm(as_alice, DLQ, "discard_dead_letters", [letter.pk], note="obsolete")
     assert DeadLetter.objects.get(pk=letter.pk).discarded_at is not None
     confirm(as_alice, DLQ, "replay_dead_letters", [letter.pk], note="too late")

@@ -7,7 +7,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.models import AuditEntry, JobDefinition
-from runs.models import Run
+from runs.materialize import materialize
+from runs.models import CLAIMABLE_STATES, Run
 from runs.rollups import tick
 from tests.fixtures.portal import action, confirm
 from tests.scheduler_project.admin.test_scoping import job_form
@@ -21,14 +22,13 @@ def nightly(acme, make_job):
 
 
 def test_it_shows_the_schedule_in_words_next_due_in_both_zones_and_the_last_outcome(
-    as_alice, nightly, make_run, make_attempt
+    as_alice, nightly, make_run, make_attempt, wall_clock
 ):
     JobDefinition.objects.filter(pk=nightly.pk).update(next_due_at=dt.datetime(2026, 7, 1, 0, 0, tzinfo=dt.UTC))
-    run = make_run(
-        nightly, state="dead", due_at=timezone.now() - dt.timedelta(minutes=5), last_error="ValueError: empty export"
-    )
-    make_attempt(run, late=dt.timedelta(seconds=3), outcome="failed", ended=timezone.now() - dt.timedelta(minutes=1))
-    tick(timezone.now())
+    # The real clock: the page shows the lateness of the last 24 hours by it.
+    run = make_run(nightly, state="dead", due_at=wall_clock.ago(minutes=5), last_error="ValueError: empty export")
+    make_attempt(run, late=dt.timedelta(seconds=3), outcome="failed", ended=wall_clock.ago(minutes=1))
+    tick(wall_clock.now)
     page = as_alice.get(CHANGELIST).content.decode()
     assert "at 02:00 every day, Europe/Berlin" in page
     assert "2026-07-01 02:00 CEST (00:00 UTC)" in page
@@ -57,8 +57,8 @@ def test_it_turns_an_invalid_cron_or_zone_into_form_errors_that_say_how_to_fix_t
     assert not JobDefinition.objects.filter(name="reports.bad").exists()
 
 
-def test_it_previews_a_pause_and_pauses_with_an_audit_note(as_alice, nightly, make_run):
-    make_run(nightly, due_at=timezone.now() + dt.timedelta(seconds=30))
+def test_it_previews_a_pause_and_pauses_with_an_audit_note(as_alice, nightly, make_run, wall_clock):
+    make_run(nightly, due_at=wall_clock.ahead(minutes=30))  # the real clock: the action reads it
     page = action(as_alice, CHANGELIST, "pause_jobs", [nightly.pk]).content.decode()
     assert "1 active job(s) will be paused" in page
     assert "1 run(s) already scheduled wait" in page
@@ -70,10 +70,9 @@ def test_it_previews_a_pause_and_pauses_with_an_audit_note(as_alice, nightly, ma
     assert (entry.actor, entry.note) == ("user:alice", "database maintenance")
 
 
-def test_it_previews_a_resume_with_the_occurrences_passed_over(as_alice, nightly):
-    JobDefinition.objects.filter(pk=nightly.pk).update(
-        status="paused", next_due_at=timezone.now() - dt.timedelta(days=3)
-    )
+def test_it_previews_a_resume_with_the_occurrences_passed_over(as_alice, nightly, wall_clock):
+    # The real clock: the preview counts the occurrences passed over until its own "now".
+    JobDefinition.objects.filter(pk=nightly.pk).update(status="paused", next_due_at=wall_clock.ago(days=3))
     page = action(as_alice, CHANGELIST, "resume_jobs", [nightly.pk]).content.decode()
     assert "1 paused job(s) will resume" in page
     assert "3 occurrence(s) passed over while paused are recorded as skipped" in page
@@ -82,20 +81,20 @@ def test_it_previews_a_resume_with_the_occurrences_passed_over(as_alice, nightly
     assert Run.objects.filter(job=nightly, state="skipped").exists()
 
 
-def test_it_triggers_now_and_says_the_overlap_policy_does_not_apply(as_alice, nightly, make_run):
-    make_run(nightly, state="leased", due_at=timezone.now() - dt.timedelta(minutes=1))
+def test_it_triggers_now_and_says_the_overlap_policy_does_not_apply(as_alice, nightly, make_run, wall_clock):
+    make_run(nightly, state="leased", due_at=wall_clock.ago(minutes=1))  # the real clock: the action reads it
     page = action(as_alice, CHANGELIST, "trigger_jobs", [nightly.pk]).content.decode()
     assert "1 run(s) will be created" in page
     assert "overlap policy &#x27;forbid&#x27; applies to scheduled occurrences only" in page
     assert "alongside the 1 run(s) already running" in page
     confirm(as_alice, CHANGELIST, "trigger_jobs", [nightly.pk], note="customer asked")
     run = Run.objects.get(job=nightly, origin="trigger")
-    assert run.state == "scheduled" and run.due_at <= timezone.now()
+    assert run.state == "scheduled" and run.due_at <= timezone.now()  # due at once, by the real clock
     assert AuditEntry.objects.get(action="trigger", object_id=str(nightly.pk)).note == "customer asked"
 
 
-def test_it_cancels_a_job_and_its_runs_not_yet_started(as_alice, nightly, make_run):
-    waiting = make_run(nightly, due_at=timezone.now() + dt.timedelta(seconds=20))
+def test_it_cancels_a_job_and_its_runs_not_yet_started(as_alice, nightly, make_run, wall_clock):
+    waiting = make_run(nightly, due_at=wall_clock.ahead(minutes=30))  # the real clock: the action reads it
     page = action(as_alice, CHANGELIST, "cancel_jobs", [nightly.pk]).content.decode()
     assert "1 run(s) not yet started will be cancelled" in page
     confirm(as_alice, CHANGELIST, "cancel_jobs", [nightly.pk], note="retired")
@@ -103,8 +102,45 @@ def test_it_cancels_a_job_and_its_runs_not_yet_started(as_alice, nightly, make_r
     assert Run.objects.get(pk=waiting.pk).state == "cancelled"
 
 
-def test_it_backfills_a_window_with_a_preview_then_chunk_by_chunk(as_alice, nightly):
-    end = timezone.now().replace(microsecond=0) - dt.timedelta(hours=1)
+@pytest.mark.parametrize(("before", "posted"), [("active", "cancelled"), ("paused", "active")])
+def test_it_shows_the_status_read_only_and_ignores_one_posted_with_the_form(
+    as_alice, acme, nightly, make_run, wall_clock, before, posted
+):
+    # A status written by the form would skip what the actions do: cancel the runs of a cancelled
+    # job, record the occurrences a resumed job passed over.
+    JobDefinition.objects.filter(pk=nightly.pk).update(status=before)
+    waiting = make_run(nightly, due_at=wall_clock.ahead(minutes=30))
+    change = reverse("admin:jobs_jobdefinition_change", args=[nightly.pk])
+    page = as_alice.get(change).content.decode()
+    assert 'name="status"' not in page  # shown, not editable
+    assert "Changed only by the Pause, Resume and Cancel actions" in page
+    response = as_alice.post(change, job_form(acme, nightly.name, status=posted))
+    assert response.status_code == 302  # the other fields are saved; the status is not among them
+    assert JobDefinition.objects.get(pk=nightly.pk).status == before
+    assert Run.objects.get(pk=waiting.pk).state == "scheduled"
+
+
+def test_it_leaves_no_run_of_a_job_cancelled_in_the_portal_waiting_for_ever(as_alice, nightly, make_run, wall_clock):
+    JobDefinition.objects.filter(pk=nightly.pk).update(next_due_at=wall_clock.ahead(seconds=30))
+    waiting = [
+        make_run(nightly, due_at=wall_clock.ahead(minutes=30)),
+        make_run(nightly, due_at=wall_clock.ago(minutes=2)),  # ready
+        make_run(nightly, state="retry_wait", due_at=wall_clock.ago(hours=1), available_at=wall_clock.ahead(minutes=5)),
+    ]
+    done = make_run(nightly, state="succeeded", due_at=wall_clock.ago(days=1))
+    confirm(as_alice, CHANGELIST, "cancel_jobs", [nightly.pk], note="retired")
+    materialize(wall_clock.ahead(minutes=1))  # the scheduler's next pass adds no run to the cancelled job
+    runs = Run.objects.filter(job=nightly)
+    assert runs.count() == 4
+    assert not runs.filter(state__in=CLAIMABLE_STATES).exists()
+    for run in runs.filter(pk__in=[r.pk for r in waiting]):
+        assert (run.state, run.reason) == ("cancelled", "job deleted")
+        assert run.finished_at is not None
+    assert Run.objects.get(pk=done.pk).state == "succeeded"
+
+
+def test_it_backfills_a_window_with_a_preview_then_chunk_by_chunk(as_alice, nightly, clock):
+    end = clock.ago(hours=1)
     start = end - dt.timedelta(days=10)
     window = {"start": start.strftime("%Y-%m-%d %H:%M:%S"), "end": end.strftime("%Y-%m-%d %H:%M:%S"), "max_runs": "7"}
     form = action(as_alice, CHANGELIST, "backfill_jobs", [nightly.pk]).content.decode()
@@ -128,9 +164,8 @@ def test_it_backfills_a_window_with_a_preview_then_chunk_by_chunk(as_alice, nigh
     assert AuditEntry.objects.get(action="backfill").note == "outage"
 
 
-def test_it_refuses_a_backfill_window_in_the_future(as_alice, nightly):
-    start = timezone.now() - dt.timedelta(days=1)
-    end = timezone.now() + dt.timedelta(days=1)
+def test_it_refuses_a_backfill_window_in_the_future(as_alice, nightly, wall_clock):
+    start, end = wall_clock.ago(days=1), wall_clock.ahead(days=1)  # the future by the real clock, as the form sees it
     window = {"start": start.strftime("%Y-%m-%d %H:%M:%S"), "end": end.strftime("%Y-%m-%d %H:%M:%S"), "max_runs": "100"}
     page = as_alice.post(
         CHANGELIST, {"action": "backfill_jobs", "_selected_action": [nightly.pk], "post": "preview", **window}
@@ -139,9 +174,9 @@ def test_it_refuses_a_backfill_window_in_the_future(as_alice, nightly):
     assert not Run.objects.filter(origin="backfill").exists()
 
 
-def test_it_steps_a_backfill_only_for_the_users_tenants(as_alice, globex, make_job):
+def test_it_steps_a_backfill_only_for_the_users_tenants(as_alice, globex, make_job, clock):
     theirs = make_job(globex, "globex.nightly", cron_expr="0 2 * * *")
-    end = timezone.now() - dt.timedelta(hours=1)
+    end = clock.ago(hours=1)
     response = as_alice.post(
         reverse("admin:jobs_jobdefinition_backfill_step"),
         {"job": theirs.pk, "cursor": (end - dt.timedelta(days=2)).isoformat(), "end": end.isoformat(), "remaining": 5},
@@ -150,10 +185,8 @@ def test_it_steps_a_backfill_only_for_the_users_tenants(as_alice, globex, make_j
     assert not Run.objects.filter(job=theirs).exists()
 
 
-def test_it_pauses_ten_thousand_jobs_in_a_few_seconds(as_carol, acme):
-    import time
-
-    now = timezone.now()
+def test_it_pauses_all_ten_thousand_jobs_selected_across_pages_and_audits_each(as_carol, acme, clock):
+    # How fast is for `manage.py bench` to measure; a test checks that every one of them moved.
     JobDefinition.objects.bulk_create(
         [
             JobDefinition(
@@ -161,15 +194,12 @@ def test_it_pauses_ten_thousand_jobs_in_a_few_seconds(as_carol, acme):
                 name=f"bulk.{i:05d}",
                 schedule_kind="none",
                 target_ref="tests.handlers.noop",
-                created_at=now,
+                created_at=clock.now,
             )
             for i in range(10_000)
         ]
     )
     ids = list(JobDefinition.objects.filter(tenant=acme).values_list("pk", flat=True)[:100])
-    started = time.monotonic()
     confirm(as_carol, CHANGELIST + "?tenant=" + str(acme.pk), "pause_jobs", ids, select_across="1", note="freeze")
-    elapsed = time.monotonic() - started
     assert JobDefinition.objects.filter(tenant=acme, status="paused").count() == 10_000
-    print(f"paused 10,000 jobs in {elapsed:.2f} s")
-    assert elapsed < 10, elapsed  # generous for a loaded CI machine
+    assert AuditEntry.objects.filter(action="pause", note="freeze").count() == 10_000

@@ -1,10 +1,8 @@
 """Alice's billing service retries POSTs with an Idempotency-Key; Duetime makes the retries harmless."""
 
-import datetime as dt
 import threading
 
 import pytest
-from django.utils import timezone
 
 from jobs import idempotency
 from jobs.models import IdempotencyRecord
@@ -75,12 +73,13 @@ def test_it_answers_409_while_the_first_request_is_in_flight(api, acme, acme_tea
     assert response.headers["Retry-After"] == "1"
 
 
-def test_it_takes_over_a_key_left_in_flight_by_a_crash(api, acme, acme_team, billing_job):
+def test_it_takes_over_a_key_left_in_flight_by_a_crash(api, acme, acme_team, billing_job, wall_clock):
     body = {"payload": {"invoice": 42}}
     record = IdempotencyRecord.objects.create(
         tenant=acme, key="invoice-42", request_hash=idempotency.fingerprint("POST", RUNS, body)
     )
-    IdempotencyRecord.objects.filter(pk=record.pk).update(created_at=timezone.now() - dt.timedelta(minutes=10))
+    # Ten minutes old by the real clock, which the live server reads.
+    IdempotencyRecord.objects.filter(pk=record.pk).update(created_at=wall_clock.ago(minutes=10))
 
     assert post(api, acme_team, "invoice-42", body).status_code == 201
 
@@ -119,9 +118,9 @@ def test_it_releases_the_key_after_an_error(api, acme_team, billing_job):
     assert fixed.status_code == 201
 
 
-def test_it_forgets_keys_after_the_ttl(api, acme, acme_team, billing_job):
+def test_it_forgets_keys_after_the_ttl(api, acme, acme_team, billing_job, wall_clock):
     old = post(api, acme_team, "invoice-42", {"delay_seconds": 5})
-    IdempotencyRecord.objects.update(created_at=timezone.now() - dt.timedelta(hours=25))
+    IdempotencyRecord.objects.update(created_at=wall_clock.ago(hours=25))  # by the real clock: the live server's
 
     # The record is gone, but the run keeps the key: the same request finds it (200).
     again = post(api, acme_team, "invoice-42", {"delay_seconds": 5})
@@ -140,14 +139,3 @@ def test_it_replays_triggers_too(api, acme_team, billing_job):
 
 def test_it_refuses_a_malformed_key(api, acme_team, billing_job):
     assert_problem(post(api, acme_team, "x" * 256, {}), 400, "validation-error")
-
-
-def test_it_purges_records_older_than_the_ttl(acme):
-    now = timezone.now()
-    fresh = IdempotencyRecord.objects.create(tenant=acme, key="fresh", request_hash="a")
-    stale = IdempotencyRecord.objects.create(tenant=acme, key="stale", request_hash="b")
-    IdempotencyRecord.objects.filter(pk=stale.pk).update(created_at=now - dt.timedelta(hours=24, seconds=1))
-
-    assert idempotency.purge(now) == 1
-
-    assert list(IdempotencyRecord.objects.values_list("pk", flat=True)) == [fresh.pk]

@@ -2,8 +2,6 @@
 
 import datetime as dt
 
-from django.utils import timezone
-
 from jobs.models import Tenant
 from tests.fixtures.api import assert_problem, nightly, on_demand
 
@@ -37,10 +35,10 @@ def test_it_limits_the_runs_waiting_or_running(api, acme, acme_team):
     assert refused.headers["Retry-After"] == "60"
 
 
-def test_it_counts_a_backfill_against_the_pending_runs(api, acme, acme_team):
+def test_it_counts_a_backfill_against_the_pending_runs(api, acme, acme_team, clock):
     Tenant.objects.filter(pk=acme.pk).update(max_pending_runs=3)
     api.put("/v1/jobs/billing.hourly", token=acme_team, json=nightly(schedule={"kind": "cron", "cron": "0 * * * *"}))
-    end = timezone.now() - dt.timedelta(hours=1)
+    end = clock.ago(hours=1)
     window = {"start": (end - dt.timedelta(hours=10)).isoformat(), "end": end.isoformat()}
 
     refused = api.post("/v1/jobs/billing.hourly:backfill", token=acme_team, json={**window, "max_runs": 4})

@@ -3,8 +3,6 @@
 import datetime as dt
 import threading
 
-from django.utils import timezone
-
 from jobs.models import AuditEntry, JobDefinition
 from runs.models import Run
 from tests.fixtures.api import assert_problem, nightly, on_demand
@@ -127,10 +125,10 @@ def test_it_reads_one_job(api, acme_team):
     assert response.json()["schedule"]["cron"] == "0 2 * * *"
 
 
-def test_it_deletes_a_job_and_cancels_its_future_runs(api, acme_team, acme, make_run):
+def test_it_deletes_a_job_and_cancels_its_future_runs(api, acme_team, acme, make_run, wall_clock):
     api.put("/v1/jobs/billing.export", token=acme_team, json=on_demand())
     job = JobDefinition.objects.get(tenant=acme, name="billing.export")
-    waiting = make_run(job, due_at=timezone.now() + dt.timedelta(hours=1))
+    waiting = make_run(job, due_at=wall_clock.ahead(hours=1))  # the future by the real clock, the live server's
     done = make_run(job, state="succeeded")
 
     response = api.delete("/v1/jobs/billing.export", token=acme_team)
@@ -206,9 +204,9 @@ def test_it_refuses_a_trigger_while_the_concurrency_limit_is_full(api, acme_team
     assert "at most 1" in body["detail"]
 
 
-def test_it_backfills_a_window_of_a_cron_job(api, acme_team, acme):
+def test_it_backfills_a_window_of_a_cron_job(api, acme_team, acme, clock):
     api.put("/v1/jobs/billing.hourly", token=acme_team, json=nightly(schedule={"kind": "cron", "cron": "0 * * * *"}))
-    end = timezone.now().replace(minute=30, second=0, microsecond=0) - dt.timedelta(hours=1)
+    end = clock.ago(minutes=30)
     start = end - dt.timedelta(hours=5)
 
     response = api.post(
@@ -223,10 +221,10 @@ def test_it_backfills_a_window_of_a_cron_job(api, acme_team, acme):
     assert Run.objects.filter(job__name="billing.hourly", origin="backfill").count() == 3
 
 
-def test_it_explains_a_backfill_it_cannot_do(api, acme_team):
+def test_it_explains_a_backfill_it_cannot_do(api, acme_team, wall_clock):
     api.put("/v1/jobs/billing.once", token=acme_team, json=on_demand())
     api.put("/v1/jobs/billing.hourly", token=acme_team, json=nightly())
-    now = timezone.now()
+    now = wall_clock.now  # the live server tells past from future by the real clock
     window = {"start": (now - dt.timedelta(days=1)).isoformat(), "end": now.isoformat()}
     future = {"start": now.isoformat(), "end": (now + dt.timedelta(days=1)).isoformat()}
 

@@ -1,25 +1,27 @@
-"""Dashboards and the job page: the numbers an operator needs, per tenant, in state names of DESIGN.md §4."""
+"""Dashboards and the job page: the numbers an operator needs, per tenant, in the run states documented in docs/api.md."""
 
 import datetime as dt
 
 import pytest
 from django.urls import reverse
-from django.utils import timezone
 
 from runs import rollups
 
 
 @pytest.fixture
-def busy_acme(acme, make_job, make_run, make_attempt, make_dead):
-    """Acme's last hour: 20 runs that started 1..20 s late, one dead export, a backlog on `reports`."""
-    now = timezone.now()
+def busy_acme(acme, make_job, make_run, make_attempt, make_dead, wall_clock):
+    """Acme's last hour: 20 runs that started 1..20 s late, one dead export, a backlog on `reports`.
+
+    On the real clock, which the dashboards read.
+    """
+    now = wall_clock.now
     job = make_job(acme, "billing.export", cron_expr="*/5 * * * *")
     for i in range(20):
         due = now - dt.timedelta(minutes=30, seconds=i * 30)
         run = make_run(job, state="succeeded", due_at=due)
         make_attempt(run, late=dt.timedelta(seconds=i + 1), ended=due + dt.timedelta(seconds=i + 3))
     reports = make_job(acme, "reports.build", queue="reports")
-    make_run(reports, due_at=now - dt.timedelta(minutes=7))
+    make_run(reports, due_at=now - dt.timedelta(minutes=6, seconds=57.5))  # "7.0 min" for the page's next 5 s
     make_run(reports, due_at=now - dt.timedelta(minutes=2))
     make_run(reports, due_at=now + dt.timedelta(minutes=5))
     make_dead(job, now - dt.timedelta(minutes=10), error="Traceback\nKeyError: 'invoice_id'")

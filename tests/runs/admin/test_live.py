@@ -1,7 +1,6 @@
 """Live updates: the web process notices changes made by other processes and tells only the right tenants."""
 
 import asyncio
-import datetime as dt
 import socket
 
 import pytest
@@ -10,9 +9,9 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.db import connections
 from django.test import override_settings
-from django.utils import timezone
 
 from runs.admin import live
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,6 +31,11 @@ async def closed(communicator):
     await database_sync_to_async(connections.close_all)()
 
 
+def poller_ready():
+    """The poller serves this test's event loop and has taken its first reading (its baseline)."""
+    return live.poller.loop is asyncio.get_running_loop() and live.poller.last is not None
+
+
 async def connect(headers):
     from scheduler_project.asgi import application
 
@@ -49,10 +53,12 @@ def test_it_moves_the_watermark_when_another_process_writes(acme, make_job, make
     assert live.changed_tenants(before, after) == {acme.pk}
 
 
-def test_it_names_the_tenants_of_new_attempts_claims_and_dead_letters(acme, globex, make_job, make_run, make_dead):
+def test_it_names_the_tenants_of_new_attempts_claims_and_dead_letters(
+    acme, globex, make_job, make_run, make_dead, clock
+):
     run = make_run(make_job(acme, "a.job"))
     mark = live.read_watermark()
-    make_dead(make_job(globex, "g.job"), timezone.now())
+    make_dead(make_job(globex, "g.job"), clock.now)
     assert live.changed_tenants(mark, live.read_watermark()) == {globex.pk}
     assert run.tenant_id == acme.pk
 
@@ -66,21 +72,21 @@ def test_it_refuses_anonymous_and_tenantless_connections(db, django_user_model):
     asyncio.run(story())
 
 
-def test_it_tells_alice_about_acme_and_never_about_globex(client, alice, acme, globex, make_job, make_run):
+def test_it_tells_alice_about_acme_and_never_about_globex(client, alice, acme, globex, make_job, make_run, clock):
     headers = cookie_for(client, alice)
     ours, theirs = make_job(acme, "a.job"), make_job(globex, "g.job")
 
     async def story():
         communicator, connected, _ = await connect(headers)
         assert connected
-        await asyncio.sleep(0.1)
+        await wait_until_async(poller_ready, message="the poller's own first reading")
         await live.poller.poll_once(get_channel_layer())  # the baseline
         await db(lambda: make_run(theirs))
         await live.poller.poll_once(get_channel_layer())
         assert await communicator.receive_nothing(timeout=0.3)
-        await db(lambda: make_run(ours, due_at=timezone.now() + dt.timedelta(minutes=1)))
+        await db(lambda: make_run(ours, due_at=clock.ahead(minutes=1)))
         await live.poller.poll_once(get_channel_layer())
-        message = await communicator.receive_json_from(timeout=2)
+        message = await communicator.receive_json_from(timeout=30)
         assert message["type"] == "changed" and message["tenants"] == [acme.pk]
         await closed(communicator)
 
@@ -95,9 +101,9 @@ def test_it_polls_by_itself_while_a_page_listens(client, carol, acme, make_job, 
         with override_settings(DUETIME_LIVE_POLL_SECONDS=0.1):
             communicator, connected, _ = await connect(headers)
             assert connected
-            await asyncio.sleep(0.4)  # the poller has its baseline
+            await wait_until_async(poller_ready, message="the poller's baseline")
             await db(lambda: make_run(job))
-            message = await communicator.receive_json_from(timeout=3)
+            message = await communicator.receive_json_from(timeout=30)
             assert acme.pk in message["tenants"]  # Carol, a superuser, hears every tenant
             await closed(communicator)
 

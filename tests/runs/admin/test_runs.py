@@ -1,9 +1,6 @@
 """The run list: the derived `ready` filter, attempts inline, and cancel through the engine."""
 
-import datetime as dt
-
 from django.urls import reverse
-from django.utils import timezone
 
 from jobs.models import AuditEntry
 from runs.models import Attempt, Run
@@ -12,20 +9,23 @@ from tests.fixtures.portal import action, confirm
 RUNS = reverse("admin:runs_run_changelist")
 
 
-def test_it_filters_ready_runs_as_derived_from_available_at(as_alice, acme, make_job, make_run):
+def test_it_filters_ready_runs_as_derived_from_available_at(as_alice, acme, make_job, make_run, wall_clock):
     job = make_job(acme, "queue.drain")
-    due = make_run(job, due_at=timezone.now() - dt.timedelta(minutes=1), idempotency_key="due-now")
-    make_run(job, due_at=timezone.now() + dt.timedelta(hours=1), idempotency_key="later")
-    retry = make_run(job, state="retry_wait", due_at=timezone.now() - dt.timedelta(minutes=5), idempotency_key="retry")
+    # The real clock: the filter derives "ready" from it.
+    due = make_run(job, due_at=wall_clock.ago(minutes=1), idempotency_key="due-now")
+    make_run(job, due_at=wall_clock.ahead(hours=1), idempotency_key="later")
+    retry = make_run(job, state="retry_wait", due_at=wall_clock.ago(minutes=5), idempotency_key="retry")
     page = as_alice.get(RUNS + "?state=ready").content.decode()
     assert f">{due.pk}</a>" in page and f">{retry.pk}</a>" in page
     assert page.count('class="dt-state dt-state-ready"') == 2
     assert "(scheduled)" in page and "(retry_wait)" in page
 
 
-def test_it_shows_attempts_inline_with_worker_token_timings_and_error(as_alice, acme, make_job, make_run, make_attempt):
+def test_it_shows_attempts_inline_with_worker_token_timings_and_error(
+    as_alice, acme, make_job, make_run, make_attempt, clock
+):
     job = make_job(acme, "flaky.sync")
-    run = make_run(job, state="dead", due_at=timezone.now() - dt.timedelta(minutes=3), attempt=2, fencing_token=4242)
+    run = make_run(job, state="dead", due_at=clock.ago(minutes=3), attempt=2, fencing_token=4242)
     make_attempt(run, attempt=1, outcome="failed", error="ConnectionError: upstream reset", worker="worker-a")
     make_attempt(run, attempt=2, outcome="timed_out", error="timed out", worker="worker-b")
     page = as_alice.get(reverse("admin:runs_run_change", args=[run.pk])).content.decode()
@@ -33,11 +33,18 @@ def test_it_shows_attempts_inline_with_worker_token_timings_and_error(as_alice, 
         assert text in page
 
 
-def test_it_cancels_waiting_and_leased_runs_and_leaves_finished_ones(as_alice, acme, make_job, make_run):
+def test_it_cancels_waiting_and_leased_runs_and_leaves_finished_ones(as_alice, acme, make_job, make_run, wall_clock):
     job = make_job(acme, "cleanup")
-    waiting = make_run(job, due_at=timezone.now() + dt.timedelta(minutes=1), idempotency_key="w")
-    leased = make_run(job, state="leased", due_at=timezone.now() - dt.timedelta(seconds=5), idempotency_key="l")
-    done = make_run(job, state="succeeded", due_at=timezone.now() - dt.timedelta(hours=1), idempotency_key="d")
+    # The real clock: the cancel action reads it; the lease stays live however slow the machine.
+    waiting = make_run(job, due_at=wall_clock.ahead(hours=1), idempotency_key="w")
+    leased = make_run(
+        job,
+        state="leased",
+        due_at=wall_clock.ago(seconds=5),
+        lease_expires_at=wall_clock.ahead(hours=1),
+        idempotency_key="l",
+    )
+    done = make_run(job, state="succeeded", due_at=wall_clock.ago(hours=1), idempotency_key="d")
     ids = [waiting.pk, leased.pk, done.pk]
     page = action(as_alice, RUNS, "cancel_runs", ids).content.decode()
     assert "1 run(s) not yet started" in page and "1 running run(s) lose their lease" in page

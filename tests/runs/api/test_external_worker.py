@@ -1,16 +1,14 @@
 """examples/external_worker.py against a live server: Acme's report renderer runs outside Duetime."""
 
 import threading
-import time
 
 import pytest
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from examples.external_worker import LeaseLost, PermanentError, Worker
 from runs import transitions
 from runs.models import Run
 from tests.fixtures.api import on_demand
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -36,7 +34,7 @@ def test_it_leases_heartbeats_while_working_and_completes(live_server, api, acme
 
     def render(job):
         seen.append(job)
-        time.sleep(1.2)  # long enough for several heartbeats
+        wait_until(lambda: job.heartbeats >= 2, message="two heartbeats while the handler works")
 
     w = worker(live_server, acme_worker, "renderer-1", render)
     w.heartbeat_every = 0.3
@@ -79,11 +77,11 @@ def test_it_drains_the_queue_in_its_loop(live_server, api, acme_team, acme_worke
     w = worker(live_server, acme_worker, "renderer-1", lambda job: None)
     loop = threading.Thread(target=w.run_forever, kwargs={"max_runs": 2, "wait_seconds": 0.5})
     loop.start()
-    deadline = time.monotonic() + 15
-    while Run.objects.filter(pk__in=ids, state="succeeded").count() < 3 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    w.stopping.set()
-    loop.join(timeout=10)
+    try:
+        wait_until(lambda: Run.objects.filter(pk__in=ids, state="succeeded").count() == 3, message="the loop to drain")
+    finally:
+        w.stopping.set()
+        loop.join(timeout=30)
 
     assert not loop.is_alive()
     assert Run.objects.filter(pk__in=ids, state="succeeded").count() == 3
@@ -101,9 +99,9 @@ def test_it_loses_an_expired_lease_to_a_second_worker(live_server, api, acme_tea
     stalled = threading.Thread(target=lambda: outcome.setdefault("a", a.work(a_lease)))
     stalled.start()
 
-    while timezone.now() <= parse_datetime(a_lease["lease_expires_at"]):
-        time.sleep(0.1)
-    assert transitions.reap() == {run_id: "retry_wait"}
+    # The lease runs out on the database's clock: poll the reaper until it takes the run.
+    reaped = wait_until(transitions.reap, interval=0.2, message="A's lease to expire and be reaped")
+    assert reaped == {run_id: "retry_wait"}
     b = worker(live_server, acme_worker, "renderer-b", lambda job: None)
     (b_lease,) = b.lease(wait_seconds=2)
     b_state = b.work(b_lease)

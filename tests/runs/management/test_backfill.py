@@ -5,15 +5,14 @@ import io
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.utils import timezone
 
 from jobs.models import AuditEntry
 from runs.models import Run
 
 
-def test_it_backfills_a_window_with_a_progress_bar(acme, make_job):
+def test_it_backfills_a_window_with_a_progress_bar(acme, make_job, clock):
     job = make_job(acme, "billing.nightly", cron_expr="0 2 * * *", time_zone="Europe/Berlin")
-    end = timezone.now() - dt.timedelta(hours=1)
+    end = clock.ago(hours=1)
     out = io.StringIO()
     call_command(
         "backfill",

@@ -1,10 +1,7 @@
 """Tenant scoping, everywhere in the portal: Alice (acme) never sees Globex, Carol sees all."""
 
-import datetime as dt
-
 import pytest
 from django.urls import reverse
-from django.utils import timezone
 
 from jobs.models import JobDefinition, Tenant
 from scheduler_project.admin import scoping
@@ -43,10 +40,10 @@ def test_it_lists_only_the_users_tenant_jobs(as_alice, jobs):
     assert "globex" not in page  # not even in the tenant filter
 
 
-def test_it_answers_404_for_another_tenants_job_run_and_dead_letter(as_alice, jobs, make_run, make_dead):
+def test_it_answers_404_for_another_tenants_job_run_and_dead_letter(as_alice, jobs, make_run, make_dead, clock):
     theirs = jobs[1]
     run = make_run(theirs)
-    dead = make_dead(theirs, timezone.now() - dt.timedelta(hours=1))
+    dead = make_dead(theirs, clock.ago(hours=1))
     assert as_alice.get(reverse("admin:jobs_jobdefinition_change", args=[theirs.pk])).status_code == 404
     assert as_alice.get(reverse("admin:runs_run_change", args=[run.pk])).status_code == 404
     assert as_alice.get(reverse("admin:dlq_deadletter_change", args=[dead.pk])).status_code == 404
@@ -82,11 +79,11 @@ def test_it_shows_a_superuser_every_tenant(as_carol, jobs):
     assert as_carol.get(reverse("admin:portal_overview") + "?tenant=globex").status_code == 200
 
 
-def test_it_scopes_the_run_list_and_dead_letters(as_alice, jobs, make_run, make_dead):
+def test_it_scopes_the_run_list_and_dead_letters(as_alice, jobs, make_run, make_dead, clock):
     ours, theirs = jobs
     make_run(ours, idempotency_key="ours-1")
     make_run(theirs, idempotency_key="theirs-1")
-    make_dead(theirs, timezone.now())
+    make_dead(theirs, clock.now)
     runs = as_alice.get(reverse("admin:runs_run_changelist")).content.decode()
     assert "acme.report" in runs and "globex.secret" not in runs
     dead = as_alice.get(reverse("admin:dlq_deadletter_changelist")).content.decode()

@@ -1,7 +1,7 @@
 """The lease long-poll must not hold the ASGI server's one thread for synchronous views."""
 
 import asyncio
-import time
+import threading
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.urls import resolve
@@ -16,14 +16,17 @@ def test_it_serves_the_lease_as_an_async_view():
 
 def test_it_lets_other_views_run_while_an_offloaded_view_waits():
     finished = []
+    quick_ran = threading.Event()
 
     def long_poll(request):
-        time.sleep(0.5)
+        # Waits for the quick view: had the long poll held the shared thread, the quick one could never run.
+        assert quick_ran.wait(timeout=30), "the quick view did not run while the long poll waited"
         finished.append("long poll")
         return "waited"
 
     def quick(request):
         finished.append("quick")
+        quick_ran.set()
         return "quick"
 
     async def serve():

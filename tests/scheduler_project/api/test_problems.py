@@ -4,8 +4,14 @@ import base64
 import re
 from pathlib import Path
 
+import pytest
 from rest_framework.test import APIRequestFactory
 
+from jobs.idempotency import KeyInFlight, KeyReused
+from jobs.models import Tenant
+from jobs.quotas import QuotaExceeded
+from jobs.tokens import QueueNotAllowed
+from runs.transitions import StaleLease
 from scheduler_project.api import problems
 from tests.fixtures.api import assert_problem, nightly, on_demand
 
@@ -166,6 +172,58 @@ def test_it_refuses_a_huge_body_before_reading_it(api, acme_team):
     )
 
     assert_problem(response, 413, "payload-too-large")
+
+
+# What a client sees when a domain module raises: (exception, status, type, the detail says, Retry-After).
+ACME = Tenant(name="acme")
+DOMAIN_ERRORS = [
+    (
+        QuotaExceeded(
+            "Tenant acme may create 2 runs a minute",
+            tenant=ACME,
+            quota="enqueue_rate_per_minute",
+            limit=2,
+            retry_after=7,
+        ),
+        429,
+        "quota-exceeded",
+        "2 runs a minute",
+        "7",
+    ),
+    (
+        QuotaExceeded("Tenant acme may have 1 job definitions", tenant=ACME, quota="max_definitions", limit=1),
+        429,
+        "quota-exceeded",
+        "1 job definitions",
+        None,
+    ),
+    (KeyReused("invoice-42"), 422, "idempotency-key-reused", "'invoice-42' was used for a different request", None),
+    (KeyInFlight("invoice-42"), 409, "idempotency-key-in-use", "still being processed", "1"),
+    (QueueNotAllowed(["reports"], ["payroll"]), 403, "forbidden", "queues ['reports'], not ['payroll']", None),
+    (StaleLease("run 7: fencing token 41 is not the current lease"), 409, "stale-lease", "stop working on", None),
+]
+
+
+def test_it_has_a_case_here_for_every_domain_error_it_maps():
+    assert {type(exc) for exc, *_ in DOMAIN_ERRORS} == set(problems.DOMAIN_ERRORS)
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "slug", "says", "retry_after"),
+    DOMAIN_ERRORS,
+    ids=[type(case[0]).__name__ for case in DOMAIN_ERRORS],
+)
+def test_it_answers_a_domain_error_with_its_problem(exc, status, slug, says, retry_after):
+    request = APIRequestFactory().post("/v1/jobs/billing.export/runs")
+
+    response = problems.exception_handler(exc, {"request": request, "view": None})
+
+    assert response.status_code == status
+    assert response.content_type == problems.CONTENT_TYPE
+    assert response.data["type"] == f"https://duetime.dev/problems/{slug}"
+    assert (response.data["status"], response.data["title"]) == (status, problems.TYPES[slug][1])
+    assert says in response.data["detail"]
+    assert response.get("Retry-After") == retry_after
 
 
 def test_it_turns_an_unexpected_error_into_a_500_problem(caplog):

@@ -1,6 +1,5 @@
 """The OpenAPI schema is valid, warning-free, and the live API keeps to it under generated requests."""
 
-import datetime as dt
 import json
 import os
 import subprocess
@@ -9,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from django.utils import timezone
 
 from jobs.models import ApiToken
 from tests.fixtures.api import on_demand
@@ -51,11 +49,14 @@ def test_it_serves_the_schema_and_a_docs_page(api):
 
 
 @pytest.fixture
-def fixtures_for_schemathesis(api, acme, acme_team, make_job, make_run, make_dead_letter):
-    """Real objects for the generated requests to find: a job, leased runs, dead letters."""
+def fixtures_for_schemathesis(api, acme, acme_team, make_job, make_run, make_dead_letter, wall_clock):
+    """Real objects for the generated requests to find: a job, leased runs, dead letters.
+
+    The leases last an hour by the real clock, which the live server reads.
+    """
     api.put("/v1/jobs/billing.export-invoices", token=acme_team, json=on_demand(queue="default"))
     job = make_job(acme, "billing.nightly", cron_expr="0 2 * * *")
-    runs = [make_run(job, state="leased", lease_expires_at=timezone.now() + dt.timedelta(hours=1)) for _ in range(3)]
+    runs = [make_run(job, state="leased", lease_expires_at=wall_clock.ahead(hours=1)) for _ in range(3)]
     letters = [make_dead_letter(job) for _ in range(3)]
     return {"run_id": [r.pk for r in runs], "letter_id": [d.pk for d in letters]}
 

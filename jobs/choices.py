@@ -1,0 +1,46 @@
+"""The choices of a job definition's fields: schedule kinds, policies, priorities, targets, statuses.
+
+Their own module so that the model (jobs/models.py) and the rules
+(jobs/validation.py) both use them without importing each other: the model
+calls the rules from `clean()`. Reach them as `JobDefinition.ScheduleKind`
+and so on; the model re-exports each one.
+"""
+
+from django.db import models
+
+
+class ScheduleKind(models.TextChoices):
+    CRON = "cron"
+    AT = "at"
+    NONE = "none"  # on demand only
+
+
+class MissedRunPolicy(models.TextChoices):
+    RUN_ONCE = "run_once"  # one catch-up run for all missed occurrences
+    RUN_ALL = "run_all"  # every missed occurrence, up to DUETIME_MISSED_RUN_CAP
+    SKIP = "skip"  # none; the missed ones are recorded skipped
+
+
+class OverlapPolicy(models.TextChoices):
+    FORBID = "forbid"  # skip the new occurrence while one is running
+    ALLOW = "allow"
+    REPLACE = "replace"  # cancel the running lease, start the new one
+
+
+class Priority(models.IntegerChoices):
+    CRITICAL = 0, "critical"
+    DEFAULT = 1, "default"
+    BULK = 2, "bulk"
+
+
+class TargetKind(models.TextChoices):
+    PYTHON = "python"  # dotted path to a callable, run by run_worker
+    HTTP = "http"  # POST the payload to a URL, run by run_worker
+    CELERY = "celery"  # a Celery task name, published by run_dispatcher
+    EXTERNAL = "external"  # leased over HTTP by the tenant's own workers
+
+
+class Status(models.TextChoices):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    CANCELLED = "cancelled"

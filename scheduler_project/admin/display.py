@@ -1,0 +1,88 @@
+"""How the portal writes states, instants, schedules and durations, the same on every page.
+
+A state is always a symbol plus its name (never colour alone); an instant of a
+job is shown in the job's zone and in UTC; a duration in the largest unit that
+keeps it short.
+"""
+
+import datetime as dt
+
+from django.utils.html import format_html
+
+from jobs import cron
+from jobs.models import JobDefinition
+
+STATE_SYMBOLS = {
+    "active": "▶",
+    "paused": "⏸",
+    "cancelled": "✕",
+    "scheduled": "◷",
+    "ready": "⏵",
+    "leased": "⟳",
+    "retry_wait": "↻",
+    "succeeded": "✓",
+    "dead": "☠",
+    "skipped": "⤼",
+    "failed": "✗",
+    "timed_out": "⌛",
+    "lease_expired": "⌛",
+    "stale": "⊘",
+    "open": "●",
+    "replayed": "↺",
+    "discarded": "🗑",
+}
+
+
+def status_text(value, symbols=STATE_SYMBOLS):
+    """A state as a symbol plus its name, so it never depends on colour alone."""
+    return format_html(
+        '<span class="dt-state dt-state-{}"><span aria-hidden="true">{} </span>{}</span>',
+        value,
+        symbols.get(value, "•"),
+        value,
+    )
+
+
+def derived_state(run, now):
+    """The state as the portal shows it: `ready` for a claimable run whose available_at has passed."""
+    return "ready" if run.is_ready(now) else run.state
+
+
+def schedule_words(job):
+    """The schedule in plain words, e.g. "at 02:00 every day, Europe/Berlin"."""
+    if job.schedule_kind == JobDefinition.ScheduleKind.CRON:
+        try:
+            return cron.describe(job.cron_expr, job.time_zone)
+        except (cron.CronError, cron.ZoneError) as exc:
+            return f"invalid schedule: {exc}"
+    if job.schedule_kind == JobDefinition.ScheduleKind.AT and job.run_at:
+        local = job.run_at.astimezone(cron.get_zone(job.time_zone))
+        return f"once at {local:%Y-%m-%d %H:%M %Z}, {job.time_zone}"
+    return "on demand only"
+
+
+def zoned(instant, zone_name):
+    """An instant in a job's zone and in UTC: "2026-06-01 11:00 CEST (09:00 UTC)"."""
+    if instant is None:
+        return "—"
+    local = instant.astimezone(cron.get_zone(zone_name))
+    utc = instant.astimezone(dt.UTC)
+    same_day = local.date() == utc.date()
+    return (
+        f"{local:%Y-%m-%d %H:%M %Z} ({utc:%H:%M} UTC)"
+        if same_day
+        else f"{local:%Y-%m-%d %H:%M %Z} ({utc:%Y-%m-%d %H:%M} UTC)"
+    )
+
+
+def format_ms(ms):
+    """A duration in milliseconds as "850 ms", "4.2 s", "3.5 min" or "2.0 h"; None as "—"."""
+    if ms is None:
+        return "—"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    if ms < 3_600_000:
+        return f"{ms / 60_000:.1f} min"
+    return f"{ms / 3_600_000:.1f} h"

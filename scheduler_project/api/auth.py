@@ -1,0 +1,88 @@
+"""Bearer tokens over HTTP: who is calling (`BearerTokenAuthentication`) and
+whether the token's kind may call this endpoint (`TeamToken`, `WorkerToken`).
+
+`Authorization: Bearer <secret>` is looked up by jobs.tokens. The tenant
+always comes from the token, never from the request; lookups are narrowed to
+it by scheduler_project/api/lookups.py.
+"""
+
+import dataclasses
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions, permissions
+
+from jobs import tokens
+from jobs.models import ApiToken
+from scheduler_project.api.problems import Problem
+
+MISSING = "Send 'Authorization: Bearer <token secret>'."
+
+
+@dataclasses.dataclass(frozen=True)
+class Caller:
+    """request.user for API calls: the token and its tenant."""
+
+    token: ApiToken
+
+    is_authenticated = True
+
+    @property
+    def tenant(self):
+        return self.token.tenant
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).decode("latin-1")
+        if not header:
+            return None
+        scheme, _, secret = header.partition(" ")
+        if scheme.lower() != "bearer" or not secret.strip():
+            raise exceptions.AuthenticationFailed(MISSING)
+        try:
+            token = tokens.authenticate(secret.strip())
+        except tokens.InvalidToken as exc:
+            # DRF's contract: an authenticator raises AuthenticationFailed, so the
+            # request is marked unauthenticated and the answer carries the challenge.
+            raise exceptions.AuthenticationFailed(str(exc)) from exc
+        return Caller(token), token
+
+    def authenticate_header(self, request):
+        return 'Bearer realm="duetime"'
+
+
+class _TokenKind(permissions.BasePermission):
+    kind = None
+    message = None
+
+    def has_permission(self, request, view):
+        token = request.auth
+        if not isinstance(token, ApiToken):
+            raise exceptions.NotAuthenticated(MISSING)
+        if token.kind != self.kind:
+            raise Problem("forbidden", self.message)
+        return True
+
+
+class TeamToken(_TokenKind):
+    kind = ApiToken.Kind.TEAM
+    message = "This endpoint needs a team token; worker tokens only lease, heartbeat and complete."
+
+
+class WorkerToken(_TokenKind):
+    kind = ApiToken.Kind.WORKER
+    message = "This endpoint needs a worker token; team tokens manage jobs, runs and dead letters."
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    target_class = BearerTokenAuthentication
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A team token (manage jobs) or a worker token (lease, heartbeat, complete).",
+        }

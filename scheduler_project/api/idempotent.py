@@ -1,0 +1,63 @@
+"""The Idempotency-Key header on the API's POSTs (the rules and the store: jobs/idempotency.py).
+
+`@idempotent` on a view method reads the header, replays the first answer
+with `Idempotent-Replayed: true`, or runs the view and keeps its answer.
+A key reused for another request or still in flight raises the domain
+exception, which the problem table answers (422, 409).
+"""
+
+import functools
+import re
+
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework.response import Response
+
+from jobs import idempotency
+from jobs.idempotency import HEADER, KEY_PATTERN, MAX_KEY_LENGTH
+from scheduler_project.api.problems import Problem
+
+IDEMPOTENCY_KEY = OpenApiParameter(
+    HEADER,
+    {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH, "pattern": KEY_PATTERN},
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Repeat the request safely: the same key and body replay the first answer for 24 h.",
+)
+
+
+def read_key(request):
+    """The request's Idempotency-Key, None when absent; a 400 problem when malformed."""
+    key = request.headers.get(HEADER)
+    if key is None:
+        return None
+    if len(key) > MAX_KEY_LENGTH or not re.fullmatch(KEY_PATTERN, key):
+        detail = f"must be 1-{MAX_KEY_LENGTH} visible ASCII characters, for example a UUID"
+        raise Problem(
+            "validation-error", f"{HEADER} {detail}.", errors=[{"field": HEADER, "pointer": "#", "detail": detail}]
+        )
+    return key
+
+
+def idempotent(handler):
+    """Decorate a DRF view method: honour Idempotency-Key for the caller's tenant."""
+
+    @functools.wraps(handler)
+    def wrapper(view, request, *args, **kwargs):
+        key = read_key(request)
+        if key is None:
+            return handler(view, request, *args, **kwargs)
+        request_hash = idempotency.fingerprint(request.method, request.path, request.data)
+        record, replay = idempotency.begin(request.auth.tenant, key, request_hash)
+        if replay:
+            return Response(
+                record.response_body, status=record.response_status, headers={"Idempotent-Replayed": "true"}
+            )
+        try:
+            response = handler(view, request, *args, **kwargs)
+        except BaseException:
+            idempotency.finish(record, 500, None)
+            raise
+        idempotency.finish(record, response.status_code, response.data)
+        return response
+
+    return wrapper

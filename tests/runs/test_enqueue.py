@@ -1,0 +1,187 @@
+"""The one insert path of runs, and one-off runs.
+
+Every door that creates runs goes through runs.enqueue.insert_runs, and a door
+that names a tenant quota obeys it there, before anything is written.
+"""
+
+import datetime as dt
+from collections import Counter
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from bench import setup as bench_setup
+from jobs.models import JobDefinition, Tenant
+from jobs.quotas import QuotaExceeded
+from runs import backfill, controls, enqueue, materialize
+from runs.enqueue import Quota
+from runs.models import Run, RunQuerySet
+from tests.conftest import NOW
+
+
+def minutes(n):
+    return dt.timedelta(minutes=n)
+
+
+def limit(tenant, **quotas):
+    Tenant.objects.filter(pk=tenant.pk).update(**quotas)
+    tenant.refresh_from_db()
+
+
+# --- insert_runs ----------------------------------------------------------------
+
+
+def test_it_inserts_new_runs_and_passes_over_an_occurrence_already_there(every_minute):
+    first = enqueue.insert_runs(enqueue.build_runs(every_minute, [NOW, NOW + minutes(1)]))
+    again = enqueue.insert_runs(enqueue.build_runs(every_minute, [NOW + minutes(1), NOW + minutes(2)]))
+    assert [run.due_at for run in first] == [NOW, NOW + minutes(1)] and all(run.pk for run in first)
+    assert [run.due_at for run in again] == [NOW + minutes(2)], "the repeated occurrence is left out"
+    assert Run.objects.filter(job=every_minute).count() == 3
+
+
+def test_it_writes_a_new_run_with_no_attempt_lease_or_error_yet(every_minute):
+    (run,) = enqueue.insert_runs(enqueue.build_runs(every_minute, [NOW], payload={"invoice": 17}))
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.state, stored.attempt, stored.fencing_token, stored.lease_expires_at) == ("scheduled", 0, None, None)
+    assert (stored.worker_id, stored.last_error, stored.started_at, stored.finished_at) == ("", "", None, None)
+    assert (stored.due_at, stored.available_at, stored.payload) == (NOW, NOW, {"invoice": 17})
+    assert stored.idempotency_key == "ping@2026-06-01T11:00:00+02:00"
+    assert stored.created_at == run.created_at
+
+
+def test_it_writes_a_skipped_summary_with_its_reason_and_window(every_minute):
+    summary = (NOW, NOW + minutes(4), 5, "missed while no scheduler ran")
+    (run,) = enqueue.insert_runs(enqueue.skipped_rows(every_minute, [summary], NOW + minutes(10)))
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.state, stored.reason) == ("skipped", "missed while no scheduler ran")
+    assert (stored.due_at, stored.covers_until, stored.finished_at) == (NOW, NOW + minutes(4), NOW + minutes(10))
+
+
+def test_it_tells_progress_after_each_statement(acme, make_job):
+    job = make_job(acme, "many")
+    told = []
+    rows = enqueue.build_runs(job, [NOW + dt.timedelta(seconds=i) for i in range(enqueue.INSERT_CHUNK + 1)])
+    enqueue.insert_runs(rows, progress=lambda done, total: told.append((done, total)))
+    assert told == [(enqueue.INSERT_CHUNK, enqueue.INSERT_CHUNK + 1), (enqueue.INSERT_CHUNK + 1,) * 2]
+
+
+def test_every_door_inserts_through_insert_runs(acme, make_job, every_minute, monkeypatch):
+    """With Run.save and bulk_create forbidden, every door still creates its runs."""
+    on_demand = make_job(acme, "oneoff")
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a run inserted outside runs.enqueue.insert_runs")
+
+    monkeypatch.setattr(Run, "save", forbidden)
+    monkeypatch.setattr(RunQuerySet, "bulk_create", forbidden)
+
+    materialize.materialize(NOW + minutes(5), lookahead=0)  # run_once: the latest missed, a summary, the due one
+    enqueue.enqueue(on_demand, now=NOW)
+    enqueue.trigger(on_demand, actor="user:alice", now=NOW)
+    controls.trigger_many(JobDefinition.objects.filter(pk=on_demand.pk), actor="user:alice", now=NOW)
+    backfill.backfill(every_minute, NOW - minutes(60), NOW - minutes(58), actor="user:alice", now=NOW)
+    controls.pause(every_minute, actor="user:alice")
+    controls.resume(every_minute, actor="user:alice", now=NOW + minutes(30))  # a summary of what it passed over
+    bench_setup.insert_runs(on_demand, NOW, 3)
+
+    made = Counter(Run.objects.values_list("origin", "state"))
+    assert made == {
+        ("schedule", "scheduled"): 2,
+        ("schedule", "skipped"): 2,
+        ("api", "scheduled"): 1 + 3,
+        ("trigger", "scheduled"): 2,
+        ("backfill", "scheduled"): 2,
+    }
+
+
+# --- quotas -----------------------------------------------------------------------
+
+
+def test_a_door_that_names_the_pending_quota_obeys_it_before_writing(acme, make_job, every_minute):
+    limit(acme, max_pending_runs=2)
+    job = make_job(acme, "oneoff")
+    enqueue.enqueue(job, quota=Quota.ENQUEUE, now=NOW)
+    enqueue.enqueue(job, quota=Quota.ENQUEUE, now=NOW)
+
+    with pytest.raises(QuotaExceeded) as refused:
+        enqueue.enqueue(job, quota=Quota.ENQUEUE, now=NOW)
+    with pytest.raises(QuotaExceeded):
+        enqueue.trigger(job, actor="token:acme", quota=Quota.ENQUEUE, now=NOW)
+    with pytest.raises(QuotaExceeded):
+        backfill.backfill(
+            every_minute, NOW - minutes(60), NOW - minutes(59), actor="token:acme", quota=Quota.PENDING, now=NOW
+        )
+
+    assert (refused.value.quota, refused.value.limit) == ("max_pending_runs", 2)
+    assert Run.objects.filter(tenant=acme).count() == 2, "nothing refused was written"
+
+
+def test_a_backfill_counts_its_whole_window_against_the_pending_quota(acme, every_minute):
+    limit(acme, max_pending_runs=3)
+    with pytest.raises(QuotaExceeded):
+        backfill.backfill(
+            every_minute, NOW - minutes(60), NOW - minutes(56), actor="token:acme", quota=Quota.PENDING, now=NOW
+        )
+    runs = backfill.backfill(
+        every_minute, NOW - minutes(60), NOW - minutes(57), actor="token:acme", quota=Quota.PENDING, now=NOW
+    )
+    assert len(runs) == 3
+
+
+def test_the_enqueue_rate_counts_runs_and_triggers_alike(acme, make_job):
+    # The rate is read from the audit log's own timestamps, so these calls use the real clock.
+    limit(acme, enqueue_rate_per_minute=2)
+    job = make_job(acme, "oneoff")
+    enqueue.enqueue(job, actor="token:acme", quota=Quota.ENQUEUE)
+    enqueue.trigger(job, actor="token:acme", quota=Quota.ENQUEUE)
+
+    with pytest.raises(QuotaExceeded) as refused:
+        enqueue.enqueue(job, actor="token:acme", quota=Quota.ENQUEUE)
+
+    assert refused.value.quota == "enqueue_rate_per_minute"
+    assert 1 <= refused.value.retry_after <= 60
+
+
+def test_the_schedule_and_the_operators_doors_name_no_quota(acme, make_job, every_minute):
+    limit(acme, max_pending_runs=1, enqueue_rate_per_minute=1)
+    assert materialize.materialize(NOW, lookahead=120).inserted == 3, "a scheduled occurrence is never refused"
+    job = make_job(acme, "oneoff")
+    (run,) = controls.trigger_many(JobDefinition.objects.filter(pk=job.pk), actor="user:alice", now=NOW)
+    assert run.origin == "trigger"
+
+
+# --- enqueue ----------------------------------------------------------------------
+
+
+def test_it_returns_the_same_run_for_the_same_caller_key(acme, make_job):
+    job = make_job(acme, "oneoff")
+    first, created = enqueue.enqueue(job, delay_seconds=60, idempotency_key="order-17", now=NOW)
+    again, created_again = enqueue.enqueue(job, delay_seconds=5, idempotency_key="order-17", now=NOW)
+    assert created and not created_again and again.pk == first.pk
+    assert first.due_at == NOW + minutes(1) and first.idempotency_key == "order-17"
+
+
+def test_it_refuses_an_ambiguous_or_naive_run_time(acme, make_job):
+    job = make_job(acme, "oneoff")
+    with pytest.raises(ValidationError):
+        enqueue.enqueue(job, run_at=NOW, delay_seconds=5)
+    with pytest.raises(ValidationError):
+        enqueue.enqueue(job, run_at=NOW.replace(tzinfo=None))
+
+
+def test_it_refuses_a_caller_key_already_used_by_another_job(acme, make_job):
+    enqueue.enqueue(make_job(acme, "first"), idempotency_key="order-17", now=NOW)
+    with pytest.raises(ValidationError):
+        enqueue.enqueue(make_job(acme, "second"), idempotency_key="order-17", now=NOW)
+
+
+def test_it_audits_a_trigger_with_its_run(acme, make_job):
+    job = make_job(acme, "oneoff")
+    run = enqueue.trigger(job, actor="user:alice", note="by hand", now=NOW)
+    entry = acme.audit.get(action="trigger")
+    assert (entry.actor, entry.note, entry.detail) == (
+        "user:alice",
+        "by hand",
+        {"run": run.pk, "due_at": NOW.isoformat()},
+    )
+    assert (run.origin, run.due_at, run.state) == ("trigger", NOW, "scheduled")

@@ -1,0 +1,27 @@
+"""The named queries: the same names in both dialects, each run by the function of that name."""
+
+import inspect
+import re
+
+from runs import claims, enqueue, shards, sql, transitions
+
+
+def test_both_dialects_have_the_same_queries():
+    assert set(sql.load("postgres")) == set(sql.load("sqlite"))
+
+
+def test_each_query_is_run_by_the_function_of_its_name():
+    functions = {}
+    for module in (claims, enqueue, shards, transitions):
+        for name, function in inspect.getmembers(module, inspect.isfunction):
+            if function.__module__ == module.__name__:
+                functions[name] = inspect.getsource(function)
+    for name in sql.load("postgres"):
+        assert name in functions, f"no function named {name}"
+        assert re.search(rf'sql\.execute\(\s*"{name}"', functions[name]), f"{name}() does not run the {name} query"
+
+
+def test_a_query_of_several_statements_is_split_at_the_end_of_each():
+    statements = sql.load("sqlite")["complete_runs"]
+    assert [s.split()[0] for s in statements] == ["WITH", "WITH", "WITH"]
+    assert all(";" not in s for s in statements)

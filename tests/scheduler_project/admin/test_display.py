@@ -1,0 +1,63 @@
+"""How the portal writes states, instants, schedules and durations."""
+
+import datetime as dt
+
+import pytest
+
+from jobs.models import JobDefinition
+from runs.models import Run
+from scheduler_project.admin.display import derived_state, format_ms, schedule_words, status_text, zoned
+
+UTC = dt.UTC
+
+
+def test_it_writes_a_state_as_a_symbol_and_its_name_never_as_colour_alone():
+    text = str(status_text("dead"))
+    assert 'class="dt-state dt-state-dead"' in text
+    assert '<span aria-hidden="true">☠ </span>dead' in text
+    assert "revoked" in str(status_text("revoked", {"revoked": "✕"}))
+
+
+def test_it_shows_a_claimable_run_whose_time_has_come_as_ready(clock):
+    assert derived_state(Run(state="scheduled", available_at=clock.ago(seconds=1)), clock.now) == "ready"
+    assert derived_state(Run(state="retry_wait", available_at=clock.now), clock.now) == "ready"
+    assert derived_state(Run(state="scheduled", available_at=clock.ahead(seconds=1)), clock.now) == "scheduled"
+    assert derived_state(Run(state="leased", available_at=clock.ago(minutes=1)), clock.now) == "leased"
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"schedule_kind": "cron", "cron_expr": "0 2 * * *"}, "at 02:00 every day, Europe/Berlin"),
+        (
+            {"schedule_kind": "at", "run_at": dt.datetime(2026, 6, 1, 9, 0, tzinfo=UTC)},
+            "once at 2026-06-01 11:00 CEST, Europe/Berlin",
+        ),
+        ({"schedule_kind": "none"}, "on demand only"),
+    ],
+)
+def test_it_says_a_schedule_in_words_in_the_jobs_zone(fields, words):
+    assert schedule_words(JobDefinition(time_zone="Europe/Berlin", **fields)) == words
+
+
+def test_it_says_what_is_wrong_with_a_schedule_it_cannot_read():
+    job = JobDefinition(schedule_kind="cron", cron_expr="61 * * * *", time_zone="Europe/Berlin")
+    assert schedule_words(job).startswith("invalid schedule: ")
+
+
+def test_it_shows_an_instant_in_the_jobs_zone_and_in_utc():
+    assert zoned(dt.datetime(2026, 6, 1, 9, 0, tzinfo=UTC), "Europe/Berlin") == "2026-06-01 11:00 CEST (09:00 UTC)"
+    # Another day in UTC: the UTC side says which.
+    assert (
+        zoned(dt.datetime(2026, 6, 1, 23, 30, tzinfo=UTC), "Asia/Tokyo")
+        == "2026-06-02 08:30 JST (2026-06-01 23:30 UTC)"
+    )
+    assert zoned(None, "Europe/Berlin") == "—"
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [(None, "—"), (850, "850 ms"), (4_200, "4.2 s"), (210_000, "3.5 min"), (7_200_000, "2.0 h")],
+)
+def test_it_writes_a_duration_in_the_unit_that_keeps_it_short(ms, text):
+    assert format_ms(ms) == text

@@ -1,0 +1,165 @@
+"""The layers of docs/architecture.md, checked on the source: no import cycle
+between modules (imports inside functions included), and the domain never
+imports the HTTP or portal layers.
+
+The graph is read with `ast`, not by importing, so a lazy import inside a
+function counts exactly like one at the top of the module.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("scheduler_project", "jobs", "runs", "dlq", "bench")
+APPS = ("jobs", "runs", "dlq")
+# Subpackages of an app that are surfaces (leaves) rather than its domain.
+SURFACES = ("api", "admin", "management", "migrations")
+WEB_ONLY = (
+    "rest_framework",
+    "drf_spectacular",
+    "scheduler_project.api",
+    "scheduler_project.admin",
+    "django.contrib.admin",
+)
+
+
+def module_name(path):
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_modules():
+    """{module name: path} of every project module, migrations left out."""
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            if "migrations" not in path.parts:
+                found[module_name(path)] = path
+    return found
+
+
+def imported_names(path, name):
+    """Every dotted name the module imports, at any depth, relative imports resolved."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            # `from runs import transitions` names a module; `from runs.models import Run` a symbol.
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+            yield base
+
+
+def import_graph():
+    """{module: set of project modules it imports}."""
+    modules = project_modules()
+    graph = {}
+    for name, path in modules.items():
+        edges = set()
+        for target in imported_names(path, name):
+            # The longest project module that the dotted name starts with.
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+def external_imports(path, name):
+    return set(imported_names(path, name))
+
+
+def cycles(graph):
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def layer(name):
+    """(app, surface) of a module: surface is api, admin, ... or None for the domain."""
+    parts = name.split(".")
+    surface = parts[1] if len(parts) > 1 and parts[1] in SURFACES else None
+    return parts[0], surface
+
+
+def test_it_has_no_import_cycle():
+    found = cycles(import_graph())
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_it_finds_a_cycle_when_there_is_one():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_it_keeps_http_and_portal_out_of_the_domain(app):
+    offenders = []
+    for name, path in project_modules().items():
+        owner, surface = layer(name)
+        if owner != app or surface is not None:
+            continue
+        for target in external_imports(path, name):
+            if target.startswith(WEB_ONLY) or layer(target)[1] in ("api", "admin"):
+                offenders.append(f"{name} imports {target}")
+    assert not offenders, "\n".join(sorted(set(offenders)))
+
+
+@pytest.mark.parametrize("surface", ["api", "admin"])
+def test_it_keeps_each_surface_a_leaf(surface):
+    """No app's api imports another app's api (the same for admin), and no domain module imports either."""
+    graph = import_graph()
+    offenders = []
+    for name, targets in graph.items():
+        owner, own_surface = layer(name)
+        if owner not in APPS:
+            continue  # the project's wiring (urls, asgi) joins the surfaces
+        for target in targets:
+            target_owner, target_surface = layer(target)
+            if target_surface == surface and target_owner in APPS and target_owner != owner:
+                offenders.append(f"{name} imports {target}")
+    assert not offenders, "\n".join(sorted(set(offenders)))
+
+
+def test_it_keeps_the_shared_plumbing_free_of_app_surfaces():
+    """scheduler_project's api and admin plumbing import no app's api or admin: apps register themselves."""
+    offenders = []
+    for name, targets in import_graph().items():
+        if not name.startswith(("scheduler_project.api", "scheduler_project.admin")):
+            continue
+        offenders += [f"{name} imports {t}" for t in targets if layer(t)[0] in APPS and layer(t)[1] in ("api", "admin")]
+    assert not offenders, "\n".join(sorted(set(offenders)))
