@@ -4,8 +4,11 @@ The scheduler and the workers are separate processes that write only to the
 database, so the web process learns of changes itself: while at least one
 page is connected, one asyncio task per web process (`Poller`) reads a cheap
 watermark every DUETIME_LIVE_POLL_SECONDS (default 1 s): the highest run,
-attempt, dead-letter and audit ids and the fencing-token source, five index
-or sequence reads. When it moves, the poller asks which tenants the new rows
+attempt, dead-letter and audit ids, the fencing-token source and how far the
+lateness rollups have folded attempts, six index or sequence reads. The last
+one matters because the overview counts finished runs from the rollups, which
+the scheduler folds in a little after each attempt: without it a page would
+re-read before the fold and show a count one change behind. When it moves, the poller asks which tenants the new rows
 belong to and sends `runs.changed` to those tenants' groups on the channel
 layer; pages then re-fetch themselves over HTTP, where the normal tenant-scoped
 views decide what they show. Nothing is pushed on the claim or complete paths.
@@ -45,13 +48,14 @@ class Watermark(NamedTuple):
     fencing: int
     audit: int
     dead: int
+    folded: int  # the rollup cursor: the last attempt id folded into the dashboards' counts
 
 
 def read_watermark():
     """The current watermark: one round trip of max(id) reads and the fencing source."""
     from dlq.models import DeadLetter
     from jobs.models import AuditEntry
-    from runs.models import Attempt, Run
+    from runs.models import Attempt, RollupCursor, Run
 
     q = connection.ops.quote_name
     tables = [m._meta.db_table for m in (Run, Attempt, AuditEntry, DeadLetter)]
@@ -60,8 +64,9 @@ def read_watermark():
     else:
         fencing = "(SELECT value FROM runs_counter WHERE name = 'fencing_token')"
     maxes = [f"(SELECT max(id) FROM {q(t)})" for t in tables]
+    folded = f"(SELECT last_id FROM {q(RollupCursor._meta.db_table)} WHERE name = 'attempts')"
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {maxes[0]}, {maxes[1]}, {fencing}, {maxes[2]}, {maxes[3]}")
+        cursor.execute(f"SELECT {maxes[0]}, {maxes[1]}, {fencing}, {maxes[2]}, {maxes[3]}, {folded}")
         row = cursor.fetchone()
     return Watermark(*(value or 0 for value in row))
 
@@ -78,6 +83,8 @@ def changed_tenants(old, new):
         (Attempt.objects, "run__tenant_id", old.attempt, new.attempt),
         (AuditEntry.objects, "tenant_id", old.audit, new.audit),
         (DeadLetter.objects, "tenant_id", old.dead, new.dead),
+        # Attempts just folded into the rollups: the finished counts of their tenants moved.
+        (Attempt.objects, "run__tenant_id", old.folded, new.folded),
     ]
     for manager, field, low, high in sources:
         if high <= low:

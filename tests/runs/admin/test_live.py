@@ -10,6 +10,7 @@ from channels.testing import WebsocketCommunicator
 from django.db import connections
 from django.test import override_settings
 
+from runs import rollups
 from runs.admin import live
 from tests.waiting import wait_until_async
 
@@ -61,6 +62,23 @@ def test_it_names_the_tenants_of_new_attempts_claims_and_dead_letters(
     make_dead(make_job(globex, "g.job"), clock.now)
     assert live.changed_tenants(mark, live.read_watermark()) == {globex.pk}
     assert run.tenant_id == acme.pk
+
+
+def test_it_announces_a_tenant_again_when_its_attempts_reach_the_dashboard_counts(
+    acme, globex, make_job, make_run, make_attempt, clock
+):
+    """The overview counts finished runs from the rollups, folded a little after each attempt:
+    a page told only of the attempt would re-read too early and show a count one change behind."""
+    rollups.tick(clock.now)  # the cursor exists before the attempt
+    run = make_run(make_job(acme, "a.job"), due_at=clock.ago(minutes=5))
+    make_attempt(run)
+    attempt_written = live.read_watermark()
+
+    rollups.tick(clock.now)
+
+    folded = live.read_watermark()
+    assert folded.folded > attempt_written.folded
+    assert live.changed_tenants(attempt_written, folded) == {acme.pk}
 
 
 def test_it_refuses_anonymous_and_tenantless_connections(db, django_user_model):
