@@ -14,9 +14,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 
+from jobs import registry
 from jobs.definitions import save_definition
 from jobs.models import JobDefinition, Tenant
 
+DEMO_TASK_MODULE = "examples.demo_handlers"  # listed in DUETIME_TASK_MODULES by default
 DEMO_JOBS = [
     dict(
         name="demo.hello-berlin",
@@ -59,6 +61,9 @@ def password_file():
 def setup(username="admin"):
     """Create the demo tenant, its jobs and a superuser; returns (username, password)."""
     tenant, _ = Tenant.objects.get_or_create(name="demo")
+    if not registry.tenant_allows(tenant.task_prefixes, DEMO_JOBS[0]["target_ref"]):
+        tenant.task_module_prefixes = "\n".join([*tenant.task_prefixes, DEMO_TASK_MODULE])
+        tenant.save(update_fields=["task_module_prefixes"])
     for fields in DEMO_JOBS:
         if not JobDefinition.objects.filter(tenant=tenant, name=fields["name"]).exists():
             save_definition(JobDefinition(tenant=tenant, schedule_kind="cron", **fields), "cli:setup_demo")

@@ -12,7 +12,7 @@ import re
 from django.db import connection, transaction
 
 from bench.setup import bench_tenant, db_now, insert_runs, settle
-from runs import sql
+from runs import claims, sql
 
 
 def run(options):
@@ -29,9 +29,12 @@ def run(options):
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM runs_run")
         total = cursor.fetchone()[0]
-        params = {"queues": [job.queue], "tenant": None, "now": None, "n": options["batch"]}
+        params = {"queues": [job.queue], "tenant": None, "kinds": None, "now": None, "n": options["batch"]}
+        params.update(lock_timeout=claims.CLAIM_LOCK_TIMEOUT, idle_timeout=claims.CLAIM_IDLE_TIMEOUT)
         _explain(cursor, "lock_ready_tenants", params, timings)
-        _explain(cursor, "claim_candidates", {**params, "tenants": [tenant.pk]}, timings)
+        _explain(
+            cursor, "claim_candidates", {**params, "tenants": [tenant.pk], "per_tenant": options["batch"]}, timings
+        )
         cursor.execute(
             "SELECT id FROM runs_run WHERE tenant_id = %s AND state = 'scheduled' ORDER BY available_at LIMIT %s",
             [tenant.pk, options["batch"]],
@@ -61,8 +64,14 @@ def run(options):
 
 
 def _explain(cursor, name, params, timings):
-    """Print the plan of `name`; EXPLAIN ANALYZE really executes it, as the claim would."""
-    cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql.query(name), params)
+    """Print the plan of `name`'s last statement, after running the ones before it.
+
+    EXPLAIN ANALYZE really executes it, as the claim would.
+    """
+    *before, last = sql.load(sql.dialect())[name]
+    for statement in before:
+        cursor.execute(statement, params)
+    cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + last, params)
     plan = [row[0] for row in cursor.fetchall()]
     print(f"\n-- {name}\n" + "\n".join(plan))
     timings[name] = float(re.search(r"Execution Time: ([\d.]+)", plan[-1]).group(1))

@@ -1,5 +1,8 @@
-"""The benchmark's handler: does nothing, so the engine's own cost is measured."""
+"""The benchmark's task: does nothing, so the engine's own cost is measured."""
+
+from django.tasks import task
 
 
-def noop(ctx):
+@task
+def noop(**payload):
     return None

@@ -73,7 +73,9 @@ def prepare(runs):
         return tenant, False
     if tenant:
         _drop(tenant)
-    tenant = Tenant.objects.create(name=TENANT, max_pending_runs=100_000_000, max_concurrent_runs=100_000)
+    tenant = Tenant.objects.create(
+        name=TENANT, max_pending_runs=100_000_000, max_concurrent_runs=100_000, task_module_prefixes="bench.handlers"
+    )
     jobs = JobDefinition.objects.bulk_create(
         [
             JobDefinition(

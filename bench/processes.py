@@ -12,7 +12,7 @@ MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
 
 
 class Fleet:
-    def __init__(self, queue, workers, concurrency, batch, scheduler=True):
+    def __init__(self, queue, workers, concurrency, batch, pool="threads", scheduler=True):
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.children = []
         if scheduler:
@@ -35,6 +35,8 @@ class Fleet:
                 str(batch),
                 "--worker-id",
                 f"bench-w{i}",
+                "--pool",
+                pool,
             ]
             self.children.append(subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL))
 

@@ -13,10 +13,15 @@ from runs.models import Run
 INSERT_CHUNK = 10_000
 
 
-def bench_tenant(workload):
+def bench_tenant(workload, queue=None):
+    """A fresh tenant `bench-<workload>-<random>` with one no-op job on `queue` (default: its own name)."""
     name = f"bench-{workload}-{uuid.uuid4().hex[:8]}"
     tenant = Tenant.objects.create(
-        name=name, max_pending_runs=100_000_000, max_concurrent_runs=100_000, enqueue_rate_per_minute=100_000_000
+        name=name,
+        max_pending_runs=100_000_000,
+        max_concurrent_runs=100_000,
+        enqueue_rate_per_minute=100_000_000,
+        task_module_prefixes="bench.handlers",
     )
     job = JobDefinition.objects.create(
         tenant=tenant,
@@ -24,13 +29,20 @@ def bench_tenant(workload):
         schedule_kind="none",
         target_kind="python",
         target_ref="bench.handlers.noop",
-        queue=name,
+        queue=queue or name,
         overlap_policy="allow",
         max_attempts=3,
         timeout_seconds=300,
         shard=shard_for(name, "bench.noop"),
     )
     return tenant, job
+
+
+def idle_tenants(prefix, count):
+    """`count` tenants with no job and no run, `<prefix>-idle-<i>`, inserted INSERT_CHUNK at a time."""
+    for start in range(0, count, INSERT_CHUNK):
+        names = (f"{prefix}-idle-{i}" for i in range(start, min(count, start + INSERT_CHUNK)))
+        Tenant.objects.bulk_create(Tenant(name=name) for name in names)
 
 
 def insert_runs(job, first_due, count, spacing_seconds=0.0, start_index=0):
@@ -73,4 +85,5 @@ def settle():
         return
     with connection.cursor() as cursor:
         cursor.execute("VACUUM (ANALYZE) runs_run")
+        cursor.execute("VACUUM (ANALYZE) jobs_tenant")
         cursor.execute("CHECKPOINT")

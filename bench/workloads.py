@@ -1,4 +1,4 @@
-"""The workloads of issue 3: drain, steady, spike, backlog.
+"""The workloads: drain, steady, spike, backlog (issue 3), tenants (claim cost with many idle tenants).
 
 Each returns a dict of figures; the command prints it as the last line.
 """
@@ -6,10 +6,15 @@ Each returns a dict of figures; the command prints it as the last line.
 import datetime as dt
 import statistics
 import time
+import uuid
+
+from django.db import transaction
 
 from bench import report
 from bench.processes import Fleet
-from bench.setup import bench_tenant, db_now, insert_runs, settle
+from bench.setup import bench_tenant, db_now, idle_tenants, insert_runs, settle
+from jobs.models import Tenant
+from runs import claims, transitions
 
 READY_WAIT = 3.0  # seconds for worker processes to import Django and reach their loop
 
@@ -22,7 +27,7 @@ def drain(options):
     """
     tenant, job = bench_tenant("drain")
     settle()
-    fleet = Fleet(job.queue, options["workers"], options["concurrency"], options["batch"])
+    fleet = Fleet(job.queue, options["workers"], options["concurrency"], options["batch"], options["pool"])
     try:
         time.sleep(READY_WAIT)
         insert_runs(job, db_now(), options["runs"])
@@ -37,7 +42,7 @@ def steady(options):
     tenant, job = bench_tenant("steady")
     settle()
     count = int(options["rate"] * options["seconds"])
-    fleet = Fleet(job.queue, options["workers"], options["concurrency"], options["batch"])
+    fleet = Fleet(job.queue, options["workers"], options["concurrency"], options["batch"], options["pool"])
     try:
         time.sleep(READY_WAIT)
         first = db_now() + dt.timedelta(seconds=2)
@@ -53,7 +58,7 @@ def spike(options):
     """`runs` all due at one instant 10 s ahead. Time from that instant to the last start."""
     tenant, job = bench_tenant("spike")
     settle()
-    fleet = Fleet(job.queue, options["workers"], options["concurrency"], options["batch"])
+    fleet = Fleet(job.queue, options["workers"], options["concurrency"], options["batch"], options["pool"])
     try:
         instant = db_now() + dt.timedelta(seconds=10)
         insert_runs(job, instant, options["runs"])
@@ -100,7 +105,7 @@ def backlog(options):
 
 def _drain_once(tenant, job, runs, options, start_index):
     settle()
-    fleet = Fleet(job.queue, options["workers"], options["concurrency"], options["batch"])
+    fleet = Fleet(job.queue, options["workers"], options["concurrency"], options["batch"], options["pool"])
     try:
         time.sleep(READY_WAIT)
         since = db_now()
@@ -111,4 +116,59 @@ def _drain_once(tenant, job, runs, options, start_index):
     return report.figures(tenant, runs, since=since)
 
 
-WORKLOADS = {"drain": drain, "steady": steady, "spike": spike, "backlog": backlog}
+def tenants(options):
+    """Claim cost with `active` tenants holding work, first alone, then among `tenants` in all: the ratio.
+
+    The second phase adds `tenants - active` idle tenants (no job, no run). In
+    each phase `runs` runs spread over the active tenants fall due at once and
+    this process claims (batches of `batch`) and completes them until none is
+    left, timing each claim: a claim must cost the same whatever the number of
+    idle tenants. Each phase is drained `repeat` times, compared by median.
+    """
+    prefix, count = f"bench-tenants-{uuid.uuid4().hex[:8]}", options["active"]
+    jobs = [bench_tenant(f"tenants-active-{i}", queue=prefix)[1] for i in range(count)]
+    phases = {"few_tenants": [], "many_tenants": []}
+    for phase, drains in phases.items():
+        if phase == "many_tenants":
+            idle_tenants(prefix, options["tenants"] - count)
+        for _ in range(options["repeat"]):
+            drains.append(_claim_all(jobs, options, start_index=sum(map(len, phases.values())) * options["runs"]))
+    few, many = (statistics.median(d["runs_per_s"] for d in phases[p]) for p in phases)
+    return {
+        "workload": "tenants",
+        "tenant": f"{prefix}-idle-*, bench-tenants-active-*",
+        "tenants_in_database": Tenant.objects.count(),
+        "active": count,
+        "batch": options["batch"],
+        "runs_per_s": many,
+        "few_tenants_runs_per_s": few,
+        "phases": phases,
+        "ratio": round(many / few, 3) if few and many else None,
+    }
+
+
+def _claim_all(jobs, options, start_index):
+    """Runs due now over `jobs` (one transaction), then claimed and completed here until none is left."""
+    each = max(1, options["runs"] // len(jobs))
+    with transaction.atomic():
+        for i, job in enumerate(jobs):
+            insert_runs(job, db_now(), each, start_index=start_index + i * each)
+    settle()
+    seconds, claimed = [], 0
+    while True:
+        started = time.perf_counter()
+        leases = claims.claim([jobs[0].queue], options["batch"], "bench-tenants")
+        seconds.append(time.perf_counter() - started)
+        if not leases:
+            break
+        claimed += len(leases)
+        transitions.complete_many([transitions.Completion(le.run_id, le.fencing_token, "succeeded") for le in leases])
+    ms = sorted(1000 * s for s in seconds)
+    return {
+        "claimed": claimed,
+        "runs_per_s": round(claimed / sum(seconds), 1),
+        "claim_ms": {"p50": round(report.percentile(ms, 50), 2), "p99": round(report.percentile(ms, 99), 2)},
+    }
+
+
+WORKLOADS = {"drain": drain, "steady": steady, "spike": spike, "backlog": backlog, "tenants": tenants}

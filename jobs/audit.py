@@ -37,3 +37,21 @@ def record_many(actor, action, objs, *, detail=None, note=""):
     return AuditEntry.objects.bulk_create(
         [entry(actor, action, obj, detail=detail, note=note) for obj in objs], batch_size=1000
     )
+
+
+def changes(before, after):
+    """{field: {"before": old, "after": new}} for each field of `after` whose value differs from `before`.
+
+    For lists (a tenant's members, its task prefixes) it adds what was
+    `added` and `removed`, so a long list's entry says what moved.
+    """
+    diff = {}
+    for field, new in after.items():
+        old = before.get(field)
+        if old == new:
+            continue
+        diff[field] = {"before": old, "after": new}
+        if isinstance(new, list) and isinstance(old, list | None):
+            diff[field]["added"] = [v for v in new if v not in (old or [])]
+            diff[field]["removed"] = [v for v in (old or []) if v not in new]
+    return diff

@@ -8,7 +8,7 @@ transaction.
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import audit, cron
+from jobs import audit, cron, quotas
 from jobs.models import JobDefinition, shard_for
 
 SCHEDULE_FIELDS = ("schedule_kind", "cron_expr", "run_at", "time_zone")
@@ -31,16 +31,29 @@ def schedule_changed(job):
     return before is None or any(before[f] != getattr(job, f) for f in SCHEDULE_FIELDS)
 
 
+def adds_a_definition(job):
+    """True if storing `job` makes one more live (not cancelled) definition for its tenant."""
+    if job.status == JobDefinition.Status.CANCELLED:
+        return False
+    if job.pk is None:
+        return True
+    return JobDefinition.objects.filter(pk=job.pk, status=JobDefinition.Status.CANCELLED).exists()
+
+
 @transaction.atomic
 def save_definition(job, actor, *, now=None, note=""):
     """Validate and store `job` (new or changed). Raises ValidationError, storing nothing.
 
     A new or rescheduled job starts from its first occurrence after now: a
     schedule change never back-fills the past (use backfill for that).
+    A new job, or a cancelled one made live again, counts against the
+    tenant's max_definitions: jobs.quotas.QuotaExceeded stores nothing.
     """
     now = now or timezone.now()
     job.full_clean()
     created = job.pk is None
+    if adds_a_definition(job):
+        quotas.check_definitions(job.tenant)
     if schedule_changed(job):
         job.next_due_at = first_due(job, now) if job.status == JobDefinition.Status.ACTIVE else None
     job.shard = shard_for(job.tenant.name, job.name)

@@ -27,6 +27,12 @@ class Tenant(models.Model):
     max_pending_runs = models.PositiveIntegerField(default=1_000_000)
     max_concurrent_runs = models.PositiveIntegerField(default=1000)
     enqueue_rate_per_minute = models.PositiveIntegerField(default=60_000)
+    # Which registered task modules this team's python jobs may name; only superusers edit it (audited).
+    task_module_prefixes = models.TextField(
+        blank=True,
+        help_text="Module prefixes this team's python jobs may use, one per line (e.g. billing.tasks). "
+        "The module must also be listed in DUETIME_TASK_MODULES.",
+    )
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="tenants")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -35,6 +41,11 @@ class Tenant(models.Model):
 
     def __str__(self):
         return self.name
+
+    @property
+    def task_prefixes(self):
+        """The allowed module prefixes, one per non-blank line."""
+        return [line.strip() for line in self.task_module_prefixes.splitlines() if line.strip()]
 
 
 class ApiToken(models.Model):

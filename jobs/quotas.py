@@ -86,6 +86,13 @@ def check_pending(tenant, count=1):
         )
 
 
+def pending_room(tenant):
+    """How many more runs `tenant` may have waiting or running under max_pending_runs (0 at the cap)."""
+    limit = tenant.max_pending_runs
+    # Counts at most `limit` rows: the cost stops at the quota, not at the backlog.
+    return limit - tenant.runs.pending().order_by().values("pk")[:limit].count()
+
+
 def check_definitions(tenant):
     limit = tenant.max_definitions
     count = JobDefinition.objects.filter(tenant=tenant).exclude(status=JobDefinition.Status.CANCELLED).count()

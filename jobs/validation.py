@@ -11,7 +11,7 @@ import re
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from jobs import cron
+from jobs import cron, registry, secrets
 from jobs.choices import MissedRunPolicy, OverlapPolicy, Priority, ScheduleKind, TargetKind
 
 # Here rather than in jobs.models so that the rules never import the model (the model calls them).
@@ -42,6 +42,18 @@ def check_payload(payload):
     limit = settings.DUETIME_MAX_PAYLOAD_BYTES
     if size > limit:
         return f"is {size} bytes of JSON; the limit is {limit} bytes (256 KB). Store large data elsewhere and pass a reference."
+    return payload_credential(payload)
+
+
+def payload_credential(payload):
+    """Return an error message if the payload carries an obvious credential (jobs.secrets), else None."""
+    credential = secrets.find_in(payload)
+    if credential:
+        # Stored, shown in the portal and sent to every attempt: pass the name of a secret, never the secret.
+        return (
+            f"seems to carry {credential}: payloads are stored and shown as they are; "
+            "pass the name of a secret your handler reads from its own secret store instead"
+        )
     return None
 
 
@@ -134,8 +146,8 @@ def _check_retry(job):
 
 def _check_target(job):
     kind, ref = job.target_kind, job.target_ref or ""
-    if kind == "python" and not DOTTED_PATH_RE.match(ref):
-        yield "target_ref", f"'{ref}' is not a dotted path to a callable, for example billing.tasks.export_invoices"
+    if kind == "python":
+        yield from _check_task(job, ref)
     elif kind == "http" and not re.match(r"^https?://[^\s/]+", ref):
         yield "target_ref", f"'{ref}' is not an http(s) URL, for example https://billing.internal/hooks/export"
     elif kind == "celery" and not CELERY_TASK_RE.match(ref):
@@ -144,3 +156,27 @@ def _check_target(job):
         yield "target_ref", "an external target takes no reference: the tenant's workers lease its runs over HTTP"
     elif kind not in TargetKind.values:
         yield "target_kind", f"'{kind}' is not a target kind: use python, http, celery or external"
+
+
+def _check_task(job, ref):
+    """A python target names a registered Django task inside the tenant's allowed module prefixes."""
+    if not isinstance(job.payload, dict):
+        yield "payload", "a python task receives the payload as keyword arguments: make it a JSON object, e.g. {}"
+    if not DOTTED_PATH_RE.match(ref):
+        yield "target_ref", f"'{ref}' is not a dotted path to a Django task, for example billing.tasks.export_invoices"
+        return
+    tenant = job.tenant if job.tenant_id else None
+    prefixes = tenant.task_prefixes if tenant else []
+    # The tenant first: another team's module is refused without saying whether it exists.
+    if not registry.tenant_allows(prefixes, ref):
+        allowed = ", ".join(prefixes) or "none yet"
+        yield (
+            "target_ref",
+            f"tenant '{tenant}' may not run tasks from '{ref.rpartition('.')[0]}' (allowed module prefixes: {allowed}). "
+            f"{registry.HOW_TO_REGISTER}",
+        )
+        return
+    try:
+        registry.registered_task(ref)
+    except registry.NotRegistered as exc:
+        yield "target_ref", str(exc)

@@ -3,34 +3,49 @@
 One transaction per batch, race-free on both databases, the same steps on
 both (runs/sql/ holds each dialect's form of the queries):
 
-1. `lock_ready_tenants`: the tenants with due work on the wanted queues. On
-   PostgreSQL their rows are locked, so claims for one tenant take turns and
-   its caps are counted without races; on SQLite the IMMEDIATE transaction
+1. `lock_ready_tenants`: the tenants with due work on the wanted queues,
+   found by a skip-scan over the tenants that have claimable runs at all, so
+   a claim costs the same whether 100 or 100,000 tenants exist (idle tenants
+   are never read). On PostgreSQL their rows are locked, so claims for one
+   tenant take turns and its caps are counted without races; a tenant another
+   claim holds is passed over (SKIP LOCKED), so a claimer that stalls inside
+   its transaction stalls no one else. On SQLite the IMMEDIATE transaction
    already holds the database's only write lock.
-2. `claim_candidates`: up to `n` due runs per (tenant, queue, priority),
-   locked with FOR UPDATE SKIP LOCKED on PostgreSQL, with the counts the
-   caps need.
+2. `claim_candidates`: the oldest due runs per (tenant, queue, priority),
+   n / tenants of each (rounded up: a batch served round-robin needs no
+   more; a tenant with fewer leaves the batch short, and the next claim
+   follows at once), locked with FOR UPDATE SKIP LOCKED on PostgreSQL, with
+   the counts the caps need.
 3. `choose` decides in Python which to lease, skip or replace, and
    runs/transitions.py makes those moves: `lease_runs` leases the chosen ones
    (fencing tokens from the one global source) in one statement.
 
 `choose` is the one place that says what a batch gets: priorities split
-70/25/5 with unused share flowing on, tenants served round-robin within a
+70/25/5 with unused share flowing on (the shares hold over many claims, not
+per batch: see `PriorityShares`), tenants served round-robin within a
 priority, the tenant's concurrent cap, the job's `concurrency`, and the
 overlap policy of scheduled occurrences.
 """
 
 import dataclasses
 import datetime as dt
-import math
+import threading
 from collections import Counter, defaultdict
 
 from django.conf import settings
-from django.db import transaction
+from django.db import OperationalError, transaction
 
 from runs import sql, transitions
 
 PRIORITY_SHARES = (0.70, 0.25, 0.05)  # critical, default, bulk
+# PostgreSQL: how long a claim waits for a row lock (it waits only when every
+# tenant with due work is held by other claims: wait_for_ready_tenants), and
+# how long its transaction may sit idle before the server ends the session.
+# A claimer frozen mid-claim (a pause, a stopped process) then holds its
+# tenants for at most that long; other tenants are served meanwhile.
+CLAIM_LOCK_TIMEOUT = "500ms"
+CLAIM_IDLE_TIMEOUT = "5s"
+LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's error code for a lock_timeout
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,24 +69,48 @@ class Decision:
     replace: list = dataclasses.field(default_factory=list)  # (job_id, new run id): cancel the job's leases
 
 
-def priority_quotas(n, available):
-    """Split `n` across priorities 70/25/5; share a priority cannot use flows on.
+class PriorityShares:
+    """How a worker splits its claims across priorities, 70/25/5 over time.
 
-    `available[p]` is how many runs priority p could take. Unused share flows
-    down first (critical -> default -> bulk), then what is still left goes to
-    the highest priority with work, so a batch is never short while work waits.
+    Each claim of n runs adds n x share to every priority's credit; a run is
+    granted to the priority with the most credit left (deficit round-robin),
+    so a batch of 1 or 10 still gives bulk its 5 % over many claims instead of
+    rounding it to nothing every time. A priority that runs out of work
+    forfeits what it was owed (credit capped at 0), and the share it could not
+    use flows on to the others, who are not made to pay it back (credit
+    floored at -1). One object per claiming process and queue set; safe to
+    share between threads.
     """
-    quotas = [0, 0, 0]
-    carry = 0
-    for p, share in enumerate(PRIORITY_SHARES):
-        want = (n - sum(math.floor(n * s) for s in PRIORITY_SHARES[1:])) if p == 0 else math.floor(n * share)
-        quotas[p] = min(available[p], want + carry)
-        carry = want + carry - quotas[p]
-    for p in range(3):
-        extra = min(carry, available[p] - quotas[p])
-        quotas[p] += extra
-        carry -= extra
-    return quotas
+
+    def __init__(self, shares=PRIORITY_SHARES):
+        self.shares = shares
+        self.credit = [0.0] * len(shares)
+        self._lock = threading.Lock()
+
+    def split(self, n, available):
+        """Quotas of a batch of `n`, where priority p could take `available[p]` runs."""
+        with self._lock:
+            credit = [c + n * s for c, s in zip(self.credit, self.shares)]
+            quotas = [0] * len(credit)
+            for _ in range(n):  # the runs each priority is owed, most credit first
+                owed = [p for p in range(len(credit)) if quotas[p] < available[p] and credit[p] - quotas[p] > 0]
+                if not owed:
+                    break
+                quotas[max(owed, key=lambda p: (credit[p] - quotas[p], -p))] += 1
+            left = n - sum(quotas)
+            for p in range(len(credit)):  # share nobody could use flows down: critical -> default -> bulk
+                extra = min(left, available[p] - quotas[p])
+                quotas[p] += extra
+                left -= extra
+            for p in range(len(credit)):
+                rest = credit[p] - quotas[p]
+                self.credit[p] = max(-1.0, min(rest, 0.0) if quotas[p] >= available[p] else rest)
+            return quotas
+
+
+def priority_quotas(n, available):
+    """Split one batch of `n` 70/25/5 on its own (no history); share a priority cannot use flows on."""
+    return PriorityShares().split(n, available)
 
 
 def round_robin(candidates):
@@ -84,8 +123,12 @@ def round_robin(candidates):
     return [k[-1] for k in sorted(keyed, key=lambda k: k[:3])]
 
 
-def choose(candidates, n):
-    """Decide which locked candidates to lease (at most n), skip or replace."""
+def choose(candidates, n, shares=None):
+    """Decide which locked candidates to lease (at most n), skip or replace.
+
+    `shares` carries the priority split from claim to claim (a fresh split
+    per batch when None).
+    """
     decision = Decision()
     tenant_used, job_used = Counter(), Counter()
     started_jobs = set()
@@ -103,7 +146,7 @@ def choose(candidates, n):
                 allowed[p].append(c)
                 tenant_used[c.tenant_id] += 1
                 job_used[c.job_id] += 1
-    quotas = priority_quotas(n, [len(allowed[p]) for p in (0, 1, 2)])
+    quotas = (shares or PriorityShares()).split(n, [len(allowed[p]) for p in (0, 1, 2)])
     for p in (0, 1, 2):
         for c in allowed[p][: quotas[p]]:
             decision.lease.append(c.id)
@@ -134,33 +177,74 @@ def _gate(c, tenant_used, job_used, started_jobs):
     return "lease"
 
 
-def claim(queues, n, worker_id, *, lease_seconds=None, tenant_id=None, now=None):
+def claim(queues, n, worker_id, *, lease_seconds=None, tenant_id=None, kinds=None, shares=None, now=None):
     """Lease up to `n` due runs of `queues` to `worker_id`; returns [transitions.Lease].
 
-    `tenant_id` restricts the claim to one tenant (worker tokens). `now` is
-    for tests; production uses the database clock. A crash before commit
-    leaves every run as it was.
+    `tenant_id` restricts the claim to one tenant (worker tokens); `kinds` to
+    jobs of those target kinds (None: every kind). `shares` carries the
+    priority split between claims; by default this process keeps one per
+    (queues, tenant, kinds), so the 70/25/5 split holds across its claims.
+    `now` is for tests; production uses the database clock. A crash before
+    commit leaves every run as it was.
     """
     lease_seconds = lease_seconds or settings.DUETIME_LEASE_SECONDS
     if not queues or n <= 0:
         return []
-    params = {"queues": list(queues), "tenant": tenant_id, "now": now, "n": n}
+    kinds = sorted(kinds) if kinds is not None else None
+    shares = shares or shares_for(queues, tenant_id, kinds)
+    params = {"queues": list(queues), "tenant": tenant_id, "kinds": kinds, "now": now, "n": n}
     # No savepoint when nested (the worker completes and claims in one
     # transaction): a failure aborts the whole tick, which is what it wants.
     with transaction.atomic(savepoint=False):
-        tenants = lock_ready_tenants(params)
+        tenants = lock_ready_tenants(params) or wait_for_ready_tenants(params)
         if not tenants:
             return []
-        decision = choose(claim_candidates({**params, "tenants": tenants}), n)
+        # A batch of n served round-robin takes about n / len(tenants) from each:
+        # locking n per tenant would lock (and read) len(tenants) times the batch.
+        per_tenant = -(-n // len(tenants))
+        candidates = claim_candidates({**params, "tenants": tenants, "per_tenant": per_tenant})
+        decision = choose(candidates, n, shares)
         _apply_policies(decision, now)
         if not decision.lease:
             return []
         return transitions.lease_runs(decision.lease, worker_id, lease_seconds, now=now)
 
 
+_shares = {}
+_shares_lock = threading.Lock()
+
+
+def shares_for(queues, tenant_id=None, kinds=None):
+    """This process's PriorityShares for one kind of claim (a worker's queues, a worker token's tenant)."""
+    key = (tuple(sorted(queues)), tenant_id, tuple(kinds) if kinds is not None else None)
+    with _shares_lock:
+        return _shares.setdefault(key, PriorityShares())
+
+
 def lock_ready_tenants(params):
-    """The lock_ready_tenants query: ids of the tenants with due runs on the wanted queues."""
-    return [row[0] for row in sql.execute("lock_ready_tenants", params)]
+    """The lock_ready_tenants query: ids of the tenants with due runs on the wanted queues.
+
+    On PostgreSQL it first bounds the claim transaction's lock waits and idle
+    time (CLAIM_LOCK_TIMEOUT, CLAIM_IDLE_TIMEOUT), then locks the tenants it
+    returns, passing over those another claim holds.
+    """
+    limits = {"lock_timeout": CLAIM_LOCK_TIMEOUT, "idle_timeout": CLAIM_IDLE_TIMEOUT}
+    return [row[0] for row in sql.execute("lock_ready_tenants", {**params, **limits})]
+
+
+def wait_for_ready_tenants(params):
+    """The wait_for_ready_tenants query: lock_ready_tenants, waiting for tenants other claims hold.
+
+    Up to CLAIM_LOCK_TIMEOUT; then [] (in a savepoint, so the timeout undoes
+    nothing else of the caller's transaction).
+    """
+    try:
+        with transaction.atomic():
+            return [row[0] for row in sql.execute("wait_for_ready_tenants", params)]
+    except OperationalError as error:
+        if getattr(error.__cause__, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+            raise
+        return []
 
 
 def claim_candidates(params):

@@ -116,8 +116,12 @@ def delete_many(queryset, *, actor, note="", now=None):
     return jobs, cancelled
 
 
-def trigger_many(queryset, *, actor, note="", now=None):
-    """runs.enqueue.trigger for every job not cancelled: one run each, due now. Returns the runs."""
+def trigger_many(queryset, *, actor, note="", now=None, quota=None):
+    """runs.enqueue.trigger for every job not cancelled: one run each, due now. Returns the runs.
+
+    `quota`: the runs.enqueue.Quota this door obeys (the portal's: Quota.ENQUEUE),
+    for all the runs at once: jobs.quotas.QuotaExceeded creates none.
+    """
     now = now or timezone.now()
     with transaction.atomic():
         jobs = list(queryset.exclude(status=Status.CANCELLED).select_related("tenant").order_by("pk"))
@@ -125,7 +129,7 @@ def trigger_many(queryset, *, actor, note="", now=None):
         for job in jobs:
             key = f"{job.name}@{Run.Origin.TRIGGER}-{uuid.uuid4()}"
             rows += build_runs(job, [now], origin=Run.Origin.TRIGGER, key=key)
-        runs = insert_runs(rows, now=now)
+        runs = insert_runs(rows, quota=quota, now=now)
         AuditEntry.objects.bulk_create(
             [
                 audit.entry(

@@ -11,9 +11,11 @@ repeat: nothing of a failed step was committed).
 import signal
 import threading
 
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, InterfaceError, close_old_connections
 
 RETRY_SECONDS = 1
+# What a lost or failed-over database raises (InterfaceError: a connection already closed).
+DATABASE_ERRORS = (DatabaseError, InterfaceError)
 
 
 class GracefulStop:
@@ -40,7 +42,7 @@ def run_loop(tick, *, rest, done=lambda result: False, stop, log, name):
     """Call `tick()` until `stop` is requested or `done(result)` says so; returns how many steps ran.
 
     After each step `rest(result)` waits (or not: a busy step returns at
-    once). A DatabaseError (the database went away or failed over) is logged
+    once). A database error (the database went away or failed over) is logged
     as "<name>: tick failed; retrying in 1 s", the connection is dropped and
     the step runs again after RETRY_SECONDS.
     """
@@ -48,7 +50,7 @@ def run_loop(tick, *, rest, done=lambda result: False, stop, log, name):
     while not stop.requested:
         try:
             result = tick()
-        except DatabaseError:
+        except DATABASE_ERRORS:
             log.exception("%s: tick failed; retrying in %d s", name, RETRY_SECONDS)
             close_old_connections()
             stop.sleep(RETRY_SECONDS)

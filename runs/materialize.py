@@ -10,6 +10,13 @@ Occurrences that were not inserted before they fell due (no scheduler ran)
 go through the job's missed-run policy; those not run are recorded as
 `skipped` rows saying why (one summary row per reason, with the window and
 count), so "why didn't it run at 09:00?" always has an answer.
+
+A tenant at its pending-run quota (jobs.quotas) gets no new runs: the
+occurrences past its room are recorded `skipped` with the reason
+"quota: max_pending_runs", and the schedule moves on. Deferring them
+instead would pile a burst on the queue the moment the tenant's runs drain,
+and would hide from the job's history that the quota, not a failure, is why
+they did not run. The room is counted once per tenant per pass.
 """
 
 import dataclasses
@@ -19,13 +26,14 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import cron
+from jobs import cron, quotas
 from jobs.models import JobDefinition
 from runs.enqueue import build_runs, insert_runs, skipped_rows
 
 # An occurrence is "missed" when it was not materialised before it fell due by
 # more than this: a scheduler that ticks every second never gets near it.
 MISSED_GRACE = dt.timedelta(seconds=10)
+QUOTA_REASON = "quota: max_pending_runs"
 
 
 @dataclasses.dataclass
@@ -135,17 +143,23 @@ def materialize(now=None, *, shards=None, lookahead=None, limit=500):
     lookahead = lookahead if lookahead is not None else settings.DUETIME_LOOKAHEAD_SECONDS
     horizon = now + dt.timedelta(seconds=lookahead)
     result = MaterializeResult()
+    room = {}  # tenant pk -> runs it may still add under max_pending_runs, counted once a pass
     for job in due_definitions(now, shards, lookahead, limit):
-        inserted, skipped = materialize_job(job, now, horizon)
+        inserted, skipped = materialize_job(job, now, horizon, room)
         result.jobs += 1
         result.inserted += inserted
         result.skipped += skipped
     return result
 
 
-def materialize_job(job, now, horizon):
-    """Insert `job`'s occurrences up to `horizon`; returns (runs, skipped rows) inserted."""
+def materialize_job(job, now, horizon, room=None):
+    """Insert `job`'s occurrences up to `horizon`; returns (runs, skipped rows) inserted.
+
+    `room` (tenant pk -> runs it may add, filled on first use) is shared by
+    the jobs of one pass; occurrences beyond it are recorded skipped.
+    """
     todo = plan(job, now, horizon)
+    cap_by_quota(job, todo, room if room is not None else {})
     with transaction.atomic():
         advanced = JobDefinition.objects.filter(
             pk=job.pk, status=JobDefinition.Status.ACTIVE, next_due_at=job.next_due_at
@@ -155,3 +169,19 @@ def materialize_job(job, now, horizon):
         insert_runs(build_runs(job, todo.runs) + skipped_rows(job, todo.skipped, now))
     job.next_due_at = todo.next_due_at
     return len(todo.runs), len(todo.skipped)
+
+
+def cap_by_quota(job, todo, room):
+    """Keep in `todo.runs` what the tenant's pending-run quota has room for; record the rest skipped."""
+    if not todo.runs:
+        return
+    if job.tenant_id not in room:
+        room[job.tenant_id] = quotas.pending_room(job.tenant)
+    allowed = max(0, room[job.tenant_id])
+    room[job.tenant_id] -= min(allowed, len(todo.runs))
+    if len(todo.runs) <= allowed:
+        return
+    refused = todo.runs[allowed:]
+    todo.runs = todo.runs[:allowed]
+    limit = job.tenant.max_pending_runs
+    todo.skipped.append(missed_summary(refused, f"{QUOTA_REASON} (at most {limit} runs waiting or running)"))

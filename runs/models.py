@@ -158,7 +158,8 @@ class Run(models.Model):
         ]
 
     def __str__(self):
-        return f"run {self.pk} of {self.job_id} due {self.due_at:%Y-%m-%d %H:%M:%S%z} ({self.state})"
+        # The job's name, not its id: "run 21 of 1" read like a count in the portal's previews.
+        return f"run {self.pk} of {self.job.name} due {self.due_at:%Y-%m-%d %H:%M:%S%z} ({self.state})"
 
     @property
     def is_terminal(self):

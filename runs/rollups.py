@@ -15,6 +15,11 @@ is inserted, and a completion still committing could otherwise be passed
 over by the cursor. (One held open longer than SETTLE is missed by the
 rollup; the run's own history stays exact.)
 
+Lateness of a run is the time from when it could first have started to its
+first attempt's start: from its available time (due plus jitter), or from its
+creation when it was created after that (a one-off `at` in the past, a
+backfilled occurrence): a run cannot be late for a time before it existed.
+
 Histograms: lateness in milliseconds falls in log-spaced bins 25 % wide, so a
 percentile read back is within about 12 % of the true value, whatever the
 volume. Bin 0 holds lateness under 1 ms.
@@ -94,9 +99,9 @@ def _blank():
 def fold(rows):
     """Aggregate attempt rows into ({(tenant, minute): counts}, {(job, tenant, hour): counts})."""
     minutes, hours = {}, {}
-    for _id, attempt, started, available, ended, outcome, tenant, job in rows:
+    for _id, attempt, started, available, created, ended, outcome, tenant, job in rows:
         if attempt == 1:
-            ms = max(0, int((started - available) / dt.timedelta(milliseconds=1)))
+            ms = max(0, int((started - max(available, created)) / dt.timedelta(milliseconds=1)))
             for bucket in (
                 minutes.setdefault((tenant, _floor(started, "minute")), _blank()),
                 hours.setdefault((job, tenant, _floor(started, "hour")), _blank()),
@@ -169,12 +174,20 @@ def tick(now, *, batch=BATCH):
             Attempt.objects.filter(id__gt=cursor.last_id)
             .order_by("id")
             .values_list(
-                "id", "attempt", "started_at", "available_at", "ended_at", "outcome", "run__tenant_id", "run__job_id"
+                "id",
+                "attempt",
+                "started_at",
+                "available_at",
+                "run__created_at",
+                "ended_at",
+                "outcome",
+                "run__tenant_id",
+                "run__job_id",
             )[:batch]
         )
         settled = []
         for row in rows:
-            if row[4] > now - SETTLE:
+            if row[5] > now - SETTLE:  # ended_at
                 break
             settled.append(row)
         if not settled:

@@ -1,25 +1,37 @@
-"""Executing one claimed attempt: `python` callables and `http` endpoints.
+"""Executing one claimed attempt: `python` Django tasks and `http` endpoints.
 
-A handler gets a `Context`; it returns normally to succeed, raises
-`PermanentError` to skip the remaining attempts, and anything else to fail
-with a retry (while attempts are left). Execution may happen more than once
-for one run: handlers make a repeat harmless with `ctx.idempotency_key`,
-and pass `ctx.fencing_token` to stores that can refuse stale writers.
+A `python` target is a registered Django task (jobs.registry, docs/tasks.md):
+the payload is passed as keyword arguments, and a task declared with
+`takes_context=True` first receives a `Context`. A task returns normally to
+succeed, raises `PermanentError` to skip the remaining attempts, and anything
+else to fail with a retry (while attempts are left). Execution may happen
+more than once for one run: tasks make a repeat harmless with
+`context.idempotency_key`, and pass `context.fencing_token` to stores that can
+refuse stale writers.
 """
 
 import dataclasses
 import datetime as dt
+import functools
 import http.client
-import importlib
+import inspect
 import ipaddress
 import json
+import os
+import socket
 import threading
 import traceback
 import urllib.parse
 
 from django.conf import settings
+from django.tasks.base import TaskContext, TaskResult, TaskResultStatus
+from django.utils import timezone
+
+from jobs import registry
 
 HTTP_RETRYABLE = {408, 429}
+# The target kinds run_worker executes; it never claims the others (external workers lease theirs over HTTP).
+EXECUTED_KINDS = ("python", "http")
 
 
 class PermanentError(Exception):
@@ -27,11 +39,13 @@ class PermanentError(Exception):
 
 
 class LeaseLost(Exception):
-    """Raised by `ctx.heartbeat()` when the lease was taken away: stop working."""
+    """Raised by `context.heartbeat()` when the lease was taken away: stop working."""
 
 
 @dataclasses.dataclass
-class Context:
+class Attempt:
+    """What the worker knows of one leased attempt, and its line back to the lease."""
+
     run_id: int
     job_name: str
     attempt: int
@@ -55,6 +69,31 @@ class Context:
             raise LeaseLost(f"run {self.run_id}: lease lost (fencing token {self.fencing_token} is stale)")
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Context(TaskContext):
+    """What a task declared with `takes_context=True` receives as its first argument, `context`.
+
+    Django's TaskContext (`task_result`, `attempt`) plus Duetime's run:
+    `run_id`, `job_name`, `idempotency_key`, `fencing_token`, `due_at`,
+    `heartbeat()` and `lease_lost`. `attempt` counts Duetime's attempts of
+    the run, from 1.
+    """
+
+    run: Attempt
+
+    run_id = property(lambda self: self.run.run_id)
+    job_name = property(lambda self: self.run.job_name)
+    attempt = property(lambda self: self.run.attempt)
+    idempotency_key = property(lambda self: self.run.idempotency_key)
+    fencing_token = property(lambda self: self.run.fencing_token)
+    due_at = property(lambda self: self.run.due_at)
+    lease_lost = property(lambda self: self.run.lease_lost)
+
+    def heartbeat(self):
+        """Extend the lease now; raises LeaseLost when another worker may own the run."""
+        self.run.heartbeat()
+
+
 @dataclasses.dataclass(frozen=True)
 class Outcome:
     outcome: str  # succeeded | failed | timed_out
@@ -62,37 +101,64 @@ class Outcome:
     retryable: bool = True
 
 
-_callables = {}
-
-
-def resolve(dotted):
-    """The callable at a dotted path, imported once per process."""
-    if dotted not in _callables:
-        module, _, name = dotted.rpartition(".")
-        _callables[dotted] = getattr(importlib.import_module(module), name)
-    return _callables[dotted]
-
-
-def execute(kind, ref, ctx, timeout_seconds):
-    """Run one attempt and classify its result; never raises."""
+def execute(kind, ref, run, timeout_seconds):
+    """Run one attempt (`run`: an Attempt) and classify its result; never raises."""
     try:
         if kind == "python":
-            resolve(ref)(ctx)
+            call_task(ref, run)
         elif kind == "http":
-            post(ref, ctx, timeout_seconds)
+            post(ref, run, timeout_seconds)
         else:
             return Outcome("failed", f"target kind {kind!r} is not executed by run_worker", retryable=False)
     except PermanentError as exc:
         return Outcome("failed", f"permanent: {exc}", retryable=False)
-    except (ImportError, AttributeError) as exc:
-        if kind == "python":
-            return Outcome("failed", f"cannot import {ref}: {exc}", retryable=True)
-        return Outcome("failed", _short_trace(exc))
+    except registry.NotRegistered as exc:
+        return Outcome("failed", f"not a registered task: {exc}", retryable=False)
     except TimeoutError as exc:
         return Outcome("timed_out", f"timed out: {exc}")
     except Exception as exc:  # noqa: BLE001 - a handler's failure is data, not a crash
         return Outcome("failed", _short_trace(exc))
     return Outcome("succeeded")
+
+
+def call_task(ref, run):
+    """Call the registered task `ref` with the payload as keyword arguments (and a Context first if it takes one)."""
+    task = registry.registered_task(ref)  # asked again: the operator may have unlisted the module since
+    kwargs = {} if run.payload is None else run.payload
+    if not isinstance(kwargs, dict):
+        raise PermanentError(
+            f"the payload of a python task must be a JSON object (its keyword arguments), not {kwargs!r:.100}"
+        )
+    args = [_context(task, run)] if task.takes_context else []
+    try:
+        _signature(task.func).bind(*args, **kwargs)
+    except TypeError as exc:  # the payload does not fit the task: retrying cannot help
+        raise PermanentError(f"the payload does not match {ref}{_signature(task.func)}: {exc}") from exc
+    task.call(*args, **kwargs)
+
+
+@functools.cache
+def _signature(func):
+    return inspect.signature(func)  # computed once per task: it costs more than a no-op task
+
+
+def _context(task, run):
+    now = timezone.now()
+    result = TaskResult(
+        task=task,
+        id=str(run.run_id),
+        status=TaskResultStatus.RUNNING,
+        enqueued_at=run.due_at,
+        started_at=now,
+        finished_at=None,
+        last_attempted_at=now,
+        args=[],
+        kwargs=run.payload or {},
+        backend=task.backend,
+        errors=[],
+        worker_ids=[f"{socket.gethostname()}:{os.getpid()}"],
+    )
+    return Context(task_result=result, run=run)
 
 
 def _short_trace(exc):

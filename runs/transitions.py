@@ -22,6 +22,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from dlq.models import DeadLetter
+from jobs import secrets
 from jobs.models import JobDefinition
 from runs import sql
 from runs.models import CLAIMABLE_STATES, Attempt, Run
@@ -185,7 +186,8 @@ def complete_runs(completions, *, now=None):
         "ids": [c.run_id for c in completions],
         "tokens": [c.fencing_token for c in completions],
         "outcomes": [c.outcome for c in completions],
-        "errors": [c.error[:10_000] for c in completions],
+        # Handlers' errors enter the engine here (worker and API alike): redacted before they are stored.
+        "errors": [secrets.redact(c.error)[:10_000] for c in completions],
         "retryable": [bool(c.retryable) and c.outcome != "succeeded" for c in completions],
         "now": now,
     }

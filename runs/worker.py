@@ -2,12 +2,16 @@
 
 `Worker.tick()` is one bounded pass: complete what finished (one batched
 completion), then claim up to the free slots and hand the leases to a thread
-pool. A separate heartbeat thread extends the leases of long runs and tells
+pool, whose threads run the handlers or, with the `processes` pool, hand them
+to a child process each (runs.children). A separate heartbeat thread extends the leases of long runs and tells
 a handler (`ctx.lease_lost`) when its lease was taken away. The management
 command `run_worker` loops over `tick()` and sleeps on a short poll when idle.
 
 If the process dies, nothing is lost: its leases expire and the reaper
-retries the runs with the same idempotency key.
+retries the runs with the same idempotency key. A database error in the
+worker's own bookkeeping is never the handler's failure: a heartbeat that
+fails is logged and tried again at the next beat, and a finished attempt stays
+in flight (its lease heartbeated) until its completion is committed.
 """
 
 import dataclasses
@@ -22,10 +26,17 @@ from concurrent.futures import ThreadPoolExecutor
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 
-from runs import claims, targets, transitions
+from runs import children, claims, targets, transitions
+from runs.loop import DATABASE_ERRORS
 
 log = logging.getLogger("duetime.worker")
 GATHER_SECONDS = 0.005
+CLAIM_WAIT_SECONDS = 0.02  # longest a free slot waits for others to free up before a partial claim
+# Where handlers run: threads of this process (soft timeouts), or a child process per slot (runs.children:
+# a handler past its timeout is killed, one that crashes takes only its child down).
+POOL_THREADS = "threads"
+POOL_PROCESSES = "processes"
+POOLS = (POOL_THREADS, POOL_PROCESSES)
 
 
 @dataclasses.dataclass
@@ -38,8 +49,9 @@ class TickResult:
 @dataclasses.dataclass
 class InFlight:
     lease: transitions.Lease
-    ctx: targets.Context
+    ctx: targets.Attempt
     started: float  # time.monotonic() when handed to the pool
+    outcome: targets.Outcome | None = None  # once the handler returned, until its completion is committed
 
 
 def default_worker_id():
@@ -48,7 +60,15 @@ def default_worker_id():
 
 class Worker:
     def __init__(
-        self, queues, concurrency=10, *, worker_id=None, batch=None, lease_seconds=None, heartbeat_seconds=None
+        self,
+        queues,
+        concurrency=10,
+        *,
+        worker_id=None,
+        batch=None,
+        lease_seconds=None,
+        heartbeat_seconds=None,
+        pool=POOL_THREADS,
     ):
         self.queues = list(queues)
         self.concurrency = concurrency
@@ -56,11 +76,14 @@ class Worker:
         self.batch = batch or settings.DUETIME_CLAIM_BATCH
         self.lease_seconds = lease_seconds or settings.DUETIME_LEASE_SECONDS
         self.heartbeat_seconds = heartbeat_seconds or settings.DUETIME_HEARTBEAT_SECONDS
+        # Children are forked before this process starts its own threads.
+        self.children = children.ChildPool(concurrency) if pool == POOL_PROCESSES else None
         self.pool = ThreadPoolExecutor(concurrency, thread_name_prefix="duetime-run")
         self.inflight = {}  # run_id -> InFlight; touched by the main thread only
         self.finished = queue.SimpleQueue()  # (run_id, targets.Outcome) from pool threads
         self.wakeup = threading.Event()
         self.claiming = True
+        self._free_since = None  # time.monotonic() since when a slot is free and unclaimed
         self._stop_heartbeats = threading.Event()
         self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop, name="duetime-heartbeat", daemon=True)
         self._heartbeat_thread.start()
@@ -76,17 +99,40 @@ class Worker:
         result = TickResult()
         with transaction.atomic():
             result.completed, result.stale = self.complete_finished()
-            free = self.concurrency - len(self.inflight)
-            # Claim whole batches: many small claims cost more than one big one.
+            free = self.concurrency - self.busy()
             leases = []
-            if self.claiming and free > 0 and (free >= self.batch or not self.inflight):
+            if self.should_claim(free):
+                self._free_since = None
                 leases = claims.claim(
-                    self.queues, min(free, self.batch), self.worker_id, lease_seconds=self.lease_seconds
+                    self.queues,
+                    min(free, self.batch),
+                    self.worker_id,
+                    lease_seconds=self.lease_seconds,
+                    kinds=targets.EXECUTED_KINDS,  # external runs wait for their own consumers
                 )
         for lease in leases:  # only once committed
             self._start(lease)
         result.claimed = len(leases)
         return result
+
+    def should_claim(self, free):
+        """True for a whole batch of free slots, or for any free slot that has waited CLAIM_WAIT_SECONDS.
+
+        Many small claims cost more than one big one, but a long run must never
+        idle the other slots: a free slot waits at most CLAIM_WAIT_SECONDS (plus
+        the idle poll) for the others to fill a batch.
+        """
+        if not self.claiming or free <= 0:
+            self._free_since = None
+            return False
+        now = time.monotonic()
+        if self._free_since is None:
+            self._free_since = now
+        return free >= min(self.batch, self.concurrency) or now - self._free_since >= CLAIM_WAIT_SECONDS
+
+    def busy(self):
+        """Slots taken: attempts still running (a finished one frees its slot once its outcome is in)."""
+        return sum(1 for item in self.inflight.values() if item.outcome is None)
 
     def wait(self, seconds):
         """Sleep until runs finish or `seconds` pass.
@@ -101,36 +147,46 @@ class Worker:
         self.wakeup.clear()
 
     def complete_finished(self):
-        """One batched completion for every finished attempt; returns (completed, stale)."""
-        done = []
-        while True:
-            try:
-                done.append(self.finished.get_nowait())
-            except queue.Empty:
-                break
+        """One batched completion for every finished attempt; returns (completed, stale).
+
+        The attempts leave `inflight` only once their completion is committed
+        (with the caller's transaction): if it fails, the next call reports
+        them again, and meanwhile their leases are still heartbeated.
+        """
+        self._collect_outcomes()
+        done = {run_id: item for run_id, item in self.inflight.items() if item.outcome is not None}
         if not done:
             return 0, 0
-        completions = []
-        for run_id, outcome in done:
-            item = self.inflight.pop(run_id)
-            if outcome.outcome != "timed_out" and time.monotonic() - item.started > item.lease.timeout_seconds:
-                outcome = targets.Outcome(
-                    "timed_out", f"ran longer than timeout_seconds ({item.lease.timeout_seconds})"
-                )
-            completions.append(
-                transitions.Completion(
-                    run_id, item.lease.fencing_token, outcome.outcome, outcome.error, outcome.retryable
-                )
+        completions = [
+            transitions.Completion(
+                run_id, item.lease.fencing_token, item.outcome.outcome, item.outcome.error, item.outcome.retryable
             )
+            for run_id, item in done.items()
+        ]
         moved = transitions.complete_many(completions)
-        stale = [c.run_id for c in completions if c.run_id not in moved]
+        transaction.on_commit(lambda: [self.inflight.pop(run_id) for run_id in done])
+        stale = [run_id for run_id in done if run_id not in moved]
         if stale:
             log.warning("completion refused as stale (lease lost) for runs %s", stale)
         return len(moved), len(stale)
 
+    def _collect_outcomes(self):
+        """Record on each in-flight attempt the outcome its pool thread reported."""
+        while True:
+            try:
+                run_id, outcome = self.finished.get_nowait()
+            except queue.Empty:
+                return
+            item = self.inflight[run_id]
+            if outcome.outcome != "timed_out" and time.monotonic() - item.started > item.lease.timeout_seconds:
+                outcome = targets.Outcome(
+                    "timed_out", f"ran longer than timeout_seconds ({item.lease.timeout_seconds})"
+                )
+            item.outcome = outcome
+
     # --- execution --------------------------------------------------------
     def _start(self, lease):
-        ctx = targets.Context(
+        ctx = targets.Attempt(
             run_id=lease.run_id,
             job_name=lease.job_name,
             attempt=lease.attempt,
@@ -144,34 +200,48 @@ class Worker:
         self.pool.submit(self._execute, lease, ctx)
 
     def _execute(self, lease, ctx):
-        try:
-            outcome = targets.execute(lease.target_kind, lease.target_ref, ctx, lease.timeout_seconds)
-        finally:
-            close_old_connections()
+        execute = self.children.execute if self.children else targets.execute  # neither raises
+        outcome = execute(lease.target_kind, lease.target_ref, ctx, lease.timeout_seconds)
         self.finished.put((lease.run_id, outcome))
         self.wakeup.set()
+        close_old_connections()  # a connection that broke during the run is not kept for the next one
 
     # --- heartbeats -------------------------------------------------------
     def _extend(self, lease):
+        """Extend the lease; False once it is lost.
+
+        A database error is not a lost lease: it is logged and the next beat
+        tries again, so a handler never fails because Duetime's own
+        bookkeeping did (the lease outlasts a few missed beats).
+        """
         try:
             transitions.heartbeat(lease.run_id, lease.fencing_token, self.lease_seconds)
-            return True
         except transitions.StaleLease:
             return False
+        except DATABASE_ERRORS as exc:
+            log.warning("run %s: heartbeat failed (%s); trying again at the next beat", lease.run_id, exc)
+        return True
 
     def _heartbeat_loop(self):
+        """Beat every half interval until the worker stops; no failure ends this thread."""
+        while not self._stop_heartbeats.wait(self.heartbeat_seconds / 2):
+            try:
+                self._beat()
+                connection.close()  # hold no connection between beats
+            except Exception:  # noqa: BLE001 - a dead heartbeat thread would lose every long run's lease
+                log.exception("heartbeat pass failed; trying again at the next beat")
+
+    def _beat(self):
         interval = self.heartbeat_seconds
-        while not self._stop_heartbeats.wait(interval / 2):
-            now = time.monotonic()
-            for item in list(self.inflight.values()):
-                if now - item.started < interval / 2 or item.ctx.lease_lost:
-                    continue
-                if now - item.started > item.lease.timeout_seconds:
-                    continue  # past its timeout: let the lease run out; the reaper records timed_out
-                if not self._extend(item.lease):
-                    log.warning("run %s: lease lost; telling the handler to stop", item.lease.run_id)
-                    item.ctx._lost.set()
-            connection.close()
+        now = time.monotonic()
+        for item in list(self.inflight.values()):
+            if now - item.started < interval / 2 or item.ctx.lease_lost:
+                continue
+            if now - item.started > item.lease.timeout_seconds:
+                continue  # past its timeout: let the lease run out; the reaper records timed_out
+            if not self._extend(item.lease):
+                log.warning("run %s: lease lost; telling the handler to stop", item.lease.run_id)
+                item.ctx._lost.set()
 
     # --- shutdown ---------------------------------------------------------
     def drain(self, grace_seconds):
@@ -179,13 +249,29 @@ class Worker:
         self.claiming = False
         deadline = time.monotonic() + grace_seconds
         while self.inflight and time.monotonic() < deadline:
-            self.complete_finished()
+            if self._on_database(self.complete_finished) is None:
+                time.sleep(1)  # the database is away: try again until the grace ends
             self.wait(0.05)
-        self.complete_finished()
+        self._on_database(self.complete_finished)
         released = 0
         for run_id, item in list(self.inflight.items()):
-            released += transitions.release(run_id, item.lease.fencing_token)
+            if item.outcome is None:  # still running; a finished attempt counts, so its lease is left to expire
+                released += self._on_database(transitions.release, run_id, item.lease.fencing_token) or 0
             item.ctx._lost.set()
         self._stop_heartbeats.set()
         self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.children:
+            self.children.shutdown()
         return released
+
+    def _on_database(self, step, *args):
+        """`step(*args)`, or None after a database error, logged: shutting down goes on without it.
+
+        What is neither completed nor released has its lease expire, and the reaper retries it.
+        """
+        try:
+            return step(*args)
+        except DATABASE_ERRORS:
+            log.exception("worker %s: %s failed while shutting down", self.worker_id, step.__name__)
+            close_old_connections()
+            return None

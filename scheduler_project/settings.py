@@ -5,6 +5,7 @@ Duetime's own knobs are named DUETIME_*; they are validated by system checks in
 scheduler_project/checks.py and read at call time through django.conf.settings.
 """
 
+import sys
 from pathlib import Path
 
 import environ
@@ -27,8 +28,12 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
+# daphne's app only replaces `runserver` with an ASGI one (WebSockets); loaded for that command alone, it
+# keeps twisted (0.3 s) out of every other process's start: run_worker, run_scheduler, migrate.
+ASGI_RUNSERVER = ["daphne"] if sys.argv[1:2] == ["runserver"] else []
+
 INSTALLED_APPS = [
-    "daphne",
+    *ASGI_RUNSERVER,
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -132,7 +137,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Credentials in a message or traceback (a handler's error, a URL with a password) are redacted.
+    "filters": {"redact_secrets": {"()": "jobs.secrets.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_secrets"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
@@ -145,6 +152,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
     "EXCEPTION_HANDLER": "scheduler_project.api.problems.exception_handler",
+    # Per-token request counts (DUETIME_TOKEN_REQUESTS_PER_MINUTE) in the default cache: see CACHES.
+    "DEFAULT_THROTTLE_CLASSES": ["scheduler_project.api.throttles.TokenRateThrottle"],
 }
 
 SPECTACULAR_SETTINGS = {
@@ -156,6 +165,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
 }
+
+# The cache holds the API throttles' counts. In process memory by default, which
+# serves one web process; several web processes must share one: CACHE_URL=redis://host:6379/1.
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
 
 # Live updates: the in-memory layer serves one web process (the embedded
 # default); set REDIS_URL to share updates across web processes.
@@ -173,6 +186,12 @@ DUETIME_MISSED_RUN_CAP = env.int("DUETIME_MISSED_RUN_CAP", default=1000)
 DUETIME_CLAIM_BATCH = env.int("DUETIME_CLAIM_BATCH", default=100)
 DUETIME_POLL_SECONDS = env.float("DUETIME_POLL_SECONDS", default=0.05)
 DUETIME_MAX_PAYLOAD_BYTES = env.int("DUETIME_MAX_PAYLOAD_BYTES", default=256 * 1024)
+# API throttles (scheduler_project/api/throttles.py); 0 turns one off.
+DUETIME_AUTH_FAILURES_PER_MINUTE = env.int("DUETIME_AUTH_FAILURES_PER_MINUTE", default=20)
+DUETIME_TOKEN_REQUESTS_PER_MINUTE = env.int("DUETIME_TOKEN_REQUESTS_PER_MINUTE", default=6000)
 DUETIME_HTTP_ALLOW_PRIVATE = env.bool("DUETIME_HTTP_ALLOW_PRIVATE", default=False)
 DUETIME_IDEMPOTENCY_TTL_HOURS = env.int("DUETIME_IDEMPOTENCY_TTL_HOURS", default=24)
 DUETIME_LIVE_POLL_SECONDS = env.float("DUETIME_LIVE_POLL_SECONDS", default=1.0)
+# The only modules whose Django tasks python jobs may name (docs/tasks.md); the defaults are the
+# harmless demo and benchmark handlers, which a tenant can use only once a superuser allows them.
+DUETIME_TASK_MODULES = env.list("DUETIME_TASK_MODULES", default=["examples.demo_handlers", "bench.handlers"])

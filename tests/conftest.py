@@ -8,6 +8,7 @@ import datetime as dt
 import itertools
 
 import pytest
+from django.core.cache import cache
 from django.db import connection
 from django.utils import timezone
 
@@ -45,6 +46,12 @@ class Clock:
         return self.now + dt.timedelta(**delta)
 
 
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    """The API throttles count in the cache (scheduler_project/api/throttles.py): no test inherits another's counts."""
+    cache.clear()
+
+
 @pytest.fixture
 def clock():
     """The pinned clock, at NOW (Monday 1 June 2026, 09:00 UTC)."""
@@ -68,12 +75,12 @@ def is_postgres():
 
 @pytest.fixture
 def acme(db):
-    return Tenant.objects.create(name="acme")
+    return Tenant.objects.create(name="acme", task_module_prefixes="tests.handlers")
 
 
 @pytest.fixture
 def globex(db):
-    return Tenant.objects.create(name="globex")
+    return Tenant.objects.create(name="globex", task_module_prefixes="tests.handlers")
 
 
 @pytest.fixture
@@ -135,8 +142,16 @@ def make_run(db):
             values["finished_at"] = due_at
         if state in ("cancelled", "skipped"):
             values["reason"] = "test"
+        created_at = fields.pop("created_at", None)
         values.update(fields)
-        return Run.objects.create(**values)
+        run = Run.objects.create(**values)
+        # Like a materialised occurrence, inserted ahead of its due time (unless told otherwise):
+        # lateness counts from creation when a run is created after it was due.
+        created_at = created_at or min(run.created_at, due_at - dt.timedelta(minutes=1))
+        if created_at != run.created_at:
+            Run.objects.filter(pk=run.pk).update(created_at=created_at)
+            run.created_at = created_at
+        return run
 
     return make
 

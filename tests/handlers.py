@@ -1,36 +1,90 @@
-"""Python targets used by tests (run inside real worker processes)."""
+"""Tasks used by tests (run inside real worker processes); registered through DUETIME_TASK_MODULES.
+
+The test tenants (tests/conftest.py) are allowed the `tests.handlers` prefix.
+"""
 
 import json
+import os
 import time
 from pathlib import Path
 
+from django.tasks import task
+from django.tasks.base import TaskContext
 
-def noop(ctx):
+
+@task
+def noop(**payload):
     return None
 
 
-def fail(ctx):
+@task
+def fail(**payload):
     raise RuntimeError("always fails")
 
 
-def hold_then_report(ctx):
+def plain_function(context):
+    """Not a Django task: a job naming it is refused."""
+
+
+@task(takes_context=True)
+def echo(context, report, **payload):
+    """Writes the payload and the Duetime context it received to `report` (a file path)."""
+    seen = {
+        "payload": payload,
+        "run_id": context.run_id,
+        "attempt": context.attempt,
+        "idempotency_key": context.idempotency_key,
+        "fencing_token": context.fencing_token,
+        "due_at": context.due_at.isoformat(),
+        "lease_lost": context.lease_lost,
+        "task_name": context.task_result.task.name,
+        "django_context": isinstance(context, TaskContext),
+        "result_id": context.task_result.id,
+    }
+    context.heartbeat()
+    Path(report).write_text(json.dumps(seen))
+
+
+@task(takes_context=True)
+def hold_then_report(context, report, hold=20):
     """Attempt 1 works until its lease is lost (or `hold` seconds pass); later attempts succeed at once.
 
     Writes what each attempt saw to `<report>/<attempt>.json`.
     """
-    report = Path(ctx.payload["report"])
-    (report / f"{ctx.attempt}.started").write_text(str(ctx.fencing_token))
-    if ctx.attempt == 1:
-        deadline = time.monotonic() + ctx.payload.get("hold", 20)
-        while time.monotonic() < deadline and not ctx.lease_lost:
+    report = Path(report)
+    (report / f"{context.attempt}.started").write_text(str(context.fencing_token))
+    if context.attempt == 1:
+        deadline = time.monotonic() + hold
+        while time.monotonic() < deadline and not context.lease_lost:
             time.sleep(0.05)  # the handler's work, in steps, checking its lease between them as a real one would
-    (report / f"{ctx.attempt}.json").write_text(
+    (report / f"{context.attempt}.json").write_text(
         json.dumps(
             {
-                "attempt": ctx.attempt,
-                "token": ctx.fencing_token,
-                "lease_lost": ctx.lease_lost,
-                "key": ctx.idempotency_key,
+                "attempt": context.attempt,
+                "token": context.fencing_token,
+                "lease_lost": context.lease_lost,
+                "key": context.idempotency_key,
             }
         )
     )
+
+
+@task(takes_context=True)
+def beat(context, seconds=3):
+    """Work for `seconds`, heartbeating every 0.2 s as a long handler would; fails if the lease is lost."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        context.heartbeat()  # raises LeaseLost: the attempt fails, which a fault test then sees
+        time.sleep(0.2)
+
+
+@task
+def sleep(seconds):
+    """Sleeps: a long run (or one past its timeout)."""
+    time.sleep(seconds)
+
+
+@task
+def exit_now(code=1):
+    """Ends its process at once, as a crash in native code would: no exception, no cleanup."""
+    os._exit(code)

@@ -19,7 +19,7 @@ from runs import controls
 from runs.models import Run
 from scheduler_project.admin import scoping
 from scheduler_project.admin.confirm import confirm_action
-from scheduler_project.admin.display import status_text
+from scheduler_project.admin.display import status_text, utc_seconds
 from scheduler_project.admin.filters import JobFilter, TenantFilter
 from scheduler_project.admin.pagination import CappedPaginator
 from scheduler_project.admin.scoping import TenantScopedAdmin
@@ -49,7 +49,7 @@ class StatusFilter(admin.SimpleListFilter):
 
 @admin.register(DeadLetter, site=site)
 class DeadLetterAdmin(TenantScopedAdmin):
-    list_display = ["id", "job", "tenant", "dead_at", "error_head", "attempts", "status_shown", "new_for_job_24h"]
+    list_display = ["id", "job", "tenant", "dead_at_shown", "error_head", "attempts", "status_shown", "new_for_job_24h"]
     list_filter = [StatusFilter, TenantFilter, JobFilter]
     search_fields = ["^job__name", "last_error"]
     list_select_related = ["job", "tenant", "run"]
@@ -92,7 +92,12 @@ class DeadLetterAdmin(TenantScopedAdmin):
     @admin.display(description="last error")
     def error_head(self, dl):
         first = (dl.last_error or "").strip().splitlines()[-1:] or ["(no error text)"]
-        return format_html('<span title="{}">{}</span>', dl.last_error[:2000], first[0][:140])
+        # One line, cut to the column: the whole text is on hover and on the dead letter's page.
+        return format_html('<span class="portal-truncate" title="{}">{}</span>', dl.last_error[:2000], first[0][:140])
+
+    @admin.display(description="dead at", ordering="dead_at")
+    def dead_at_shown(self, dl):
+        return utc_seconds(dl.dead_at)
 
     @admin.display(description="attempts")
     def attempts(self, dl):
@@ -102,7 +107,7 @@ class DeadLetterAdmin(TenantScopedAdmin):
     def status_shown(self, dl):
         return status_text(dead_letter_status(dl))
 
-    @admin.display(description="new for this job, 24 h")
+    @admin.display(description="new for job, 24 h")
     def new_for_job_24h(self, dl):
         return getattr(dl, "new_for_job", None) or 0
 

@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from jobs.audit import actor_for_user
 from jobs.models import JobDefinition
-from runs import backfill, controls
+from jobs.quotas import QuotaExceeded
+from runs import backfill, controls, enqueue
 from runs.models import CLAIMABLE_STATES, Run
 from scheduler_project.admin.confirm import NoteForm, confirm_action
 from scheduler_project.admin.counts import capped_count
@@ -94,11 +95,12 @@ def resume_jobs(modeladmin, request, queryset):
                 )
             )
         total = qs.filter(status=Status.PAUSED).count()
+        waiting = capped_count(Run.objects.filter(job__in=qs.filter(status=Status.PAUSED), state__in=CLAIMABLE_STATES))
         return {
             "lines": [
                 f"{total} paused job(s) will resume from their next occurrence after now; the others stay as they are.",
                 "Occurrences that fell due while paused are not run: each job records them as one skipped run saying so.",
-                "Runs scheduled before the pause become claimable again at once.",
+                f"{waiting} run(s) scheduled before the pause become claimable again at once.",
             ],
             "rows": rows,
             "blocked": total == 0,
@@ -152,7 +154,12 @@ def trigger_jobs(modeladmin, request, queryset):
         }
 
     def perform(qs, data):
-        runs = controls.trigger_many(qs, actor=actor_for_user(request.user), note=data["note"])
+        try:
+            runs = controls.trigger_many(
+                qs, actor=actor_for_user(request.user), note=data["note"], quota=enqueue.Quota.ENQUEUE
+            )
+        except QuotaExceeded as exc:
+            return f"Nothing triggered: capped by quota. {exc}"
         return f"Triggered {len(runs)} run(s)."
 
     return confirm_action(
@@ -300,11 +307,12 @@ def backfill_step(job, cursor, end, remaining, *, actor, note):
 
     The portal's progress page calls this until done, so progress is real and
     a chunk is never bigger than BACKFILL_CHUNK runs (one audit entry each).
+    Each chunk obeys the tenant's pending-run quota (jobs.quotas.QuotaExceeded).
     """
     chunk = min(BACKFILL_CHUNK, remaining)
     if chunk <= 0 or cursor >= end:
         return 0, cursor, True
-    runs = backfill.backfill(job, cursor, end, actor=actor, max_runs=chunk, note=note)
+    runs = backfill.backfill(job, cursor, end, actor=actor, max_runs=chunk, note=note, quota=enqueue.Quota.PENDING)
     if not runs:
         return 0, cursor, True
     following = runs[-1].due_at + dt.timedelta(microseconds=1)

@@ -22,11 +22,12 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 
-from jobs import audit
+from jobs import audit, quotas
 from jobs.admin.actions import JOB_ACTIONS, backfill_step
 from jobs.audit import actor_for_user
 from jobs.definitions import save_definition
 from jobs.models import QUEUE_RE, ApiToken, AuditEntry, JobDefinition, Tenant
+from jobs.quotas import QuotaExceeded
 from runs.models import TERMINAL_STATES, Run
 from scheduler_project.admin import lateness, scoping
 from scheduler_project.admin.confirm import confirm_action
@@ -55,6 +56,28 @@ class TenantAdmin(TenantScopedAdmin):
     def has_change_permission(self, request, obj=None):
         return scoping.sees_all(request.user)
 
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)  # members are saved here, after the tenant
+        self.audit_edit(request, form, change)
+
+    def audit_edit(self, request, form, change):
+        """One audit entry per add or edit, with the diff of quotas, members and task prefixes."""
+        fields = [f for f in form.fields if f in form.changed_data or not change]
+        before = {f: _audited_value(f, form.initial.get(f)) for f in fields} if change else {}
+        diff = audit.changes(before, {f: _audited_value(f, form.cleaned_data.get(f)) for f in fields})
+        if diff:
+            action = "update" if change else "create"
+            audit.record(actor_for_user(request.user), action, form.instance, tenant=form.instance, detail=diff)
+
+
+def _audited_value(field, value):
+    """A tenant form's value as the audit stores it: members by user name, task prefixes one per item."""
+    if field == "members":
+        return sorted(user.get_username() for user in value or [])
+    if field == "task_module_prefixes":
+        return [line.strip() for line in (value or "").splitlines() if line.strip()]
+    return value
+
 
 class JobDefinitionForm(forms.ModelForm):
     class Meta:
@@ -66,6 +89,15 @@ class JobDefinitionForm(forms.ModelForm):
             "jitter_seconds": "Spread starts: each job gets a fixed offset in [0, jitter) seconds. See the heatmap.",
             "status": "Changed only by the Pause, Resume and Cancel actions of the job list, which settle the job's runs too.",
         }
+
+    def clean(self):
+        data = super().clean()
+        if data.get("tenant") and self.instance.pk is None:
+            try:
+                quotas.check_definitions(data["tenant"])
+            except QuotaExceeded as exc:
+                raise ValidationError(f"Capped by quota: {exc}") from exc
+        return data
 
 
 @admin.register(JobDefinition, site=site)
@@ -218,6 +250,8 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         except (ValueError, ValidationError) as exc:
             messages = exc.messages if isinstance(exc, ValidationError) else [str(exc)]
             return JsonResponse({"error": "; ".join(messages)}, status=400)
+        except QuotaExceeded as exc:
+            return JsonResponse({"error": f"capped by quota: {exc}"}, status=429)
         return JsonResponse(
             {"created": created, "cursor": following.isoformat(), "remaining": remaining - created, "done": done}
         )

@@ -9,6 +9,7 @@ from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
 WIDTH, HEIGHT = 720, 240
+CLIP_RATIO = 5  # a point this many times above the typical one gets a clipped axis rather than the whole scale
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 36
 SERIES_STYLE = {
     "p50": {"color": "#2b6cb0", "dash": "", "marker": "circle"},
@@ -35,12 +36,35 @@ def _ticks(top):
     return [i * step for i in range(int(top // step) + 2)]
 
 
+def axis_top(values):
+    """How high the y axis reaches: the largest value, unless a few are far above the rest.
+
+    Then the axis stops a little above the rest (the 90th percentile of the
+    values) so one run hours late does not flatten every other point to the
+    floor; the points above it are drawn on the top edge and labelled with
+    their value. Returns (top, clipped).
+    """
+    if not values:
+        return 0, False
+    ordered = sorted(values)
+    typical = max(ordered[int(0.9 * (len(ordered) - 1))], 1)
+    if len(ordered) >= 4 and ordered[-1] > CLIP_RATIO * typical:
+        return typical * 1.25, True
+    return ordered[-1], False
+
+
 def line_chart(points, *, title, description, format_value, label_time, series=("p50", "p95", "p99"), chart_id="chart"):
     """An SVG line chart of `points` ([{"at", "p50", ...}]); gaps (None) break the line."""
     values = [p[s] for p in points for s in series if p.get(s) is not None]
-    top = max(values) if values else 0
+    top, clipped = axis_top(values)
     ticks = _ticks(top)
+    if clipped:
+        ticks = [tick for tick in ticks if tick <= top * 1.3] or ticks[:2]
     scale_top = ticks[-1] or 1
+    if clipped:
+        description += (
+            f" The axis stops at {format_value(scale_top)}: points above it are drawn on the top edge, labelled."
+        )
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     n = max(1, len(points) - 1)
 
@@ -73,7 +97,12 @@ def line_chart(points, *, title, description, format_value, label_time, series=(
             if value is None:
                 pen_up = True
                 continue
-            x, y = xy(i, value)
+            x, y = xy(i, min(value, scale_top))
+            if value > scale_top:
+                parts.append(
+                    f'<text class="off-scale" x="{x:.1f}" y="{y + 14:.1f}" text-anchor="middle" font-size="11" '
+                    f'fill="{style["color"]}">&#8593; {escape(format_value(value))}</text>'
+                )
             path.append(f"{'M' if pen_up else 'L'}{x:.1f},{y:.1f}")
             pen_up = False
             if len(points) <= 100 or i % 4 == 0:

@@ -14,9 +14,10 @@ autodiscovery imports runs.admin.
 
 import datetime as dt
 
-from django.http import Http404
+from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils import timezone
 
 from jobs import cron
@@ -34,6 +35,7 @@ from runs.admin.stats import (
     lease_expiries,
     outcomes,
     state_counts,
+    tenants_at_a_glance,
 )
 from runs.models import TERMINAL_STATES
 from scheduler_project.admin import lateness, scoping
@@ -70,6 +72,9 @@ def _age(delta):
 
 @site.register_view("dashboard/", name="portal_overview")
 def overview(request):
+    if "tenant" not in request.GET and scoping.tenants(request.user)[:2].count() > 1:
+        # Someone who sees several tenants opens on all of them, worst first.
+        return HttpResponseRedirect(reverse("admin:portal_tenants"))
     tenant = _tenant(request)
     now = timezone.now()
     counts = state_counts(tenant, now)
@@ -100,6 +105,23 @@ def overview(request):
         ),
     )
     return TemplateResponse(request, "portal/overview.html", context)
+
+
+@site.register_view("dashboard/tenants/", name="portal_tenants")
+def all_tenants(request):
+    now = timezone.now()
+    rows = tenants_at_a_glance(scoping.tenant_ids(request.user), now)
+    for row in rows:
+        row["oldest_age_text"] = _age(row["oldest_age"])
+        row["p99_text"] = format_ms(row.get("p99"))
+    context = {
+        **site.each_context(request),
+        "title": "All tenants",
+        "rows": rows,
+        "now": now,
+        "tenant_count": scoping.tenants(request.user).count(),
+    }
+    return TemplateResponse(request, "portal/tenants.html", context)
 
 
 @site.register_view("dashboard/lateness/", name="portal_lateness")

@@ -20,7 +20,7 @@ from runs.models import CLAIMABLE_STATES, TERMINAL_STATES, Attempt, Run
 from scheduler_project.admin import scoping
 from scheduler_project.admin.confirm import confirm_action
 from scheduler_project.admin.counts import capped_count
-from scheduler_project.admin.display import derived_state, status_text
+from scheduler_project.admin.display import derived_state, status_text, utc_seconds
 from scheduler_project.admin.filters import JobFilter, QueueFilter, TenantFilter
 from scheduler_project.admin.pagination import CappedPaginator
 from scheduler_project.admin.scoping import TenantScopedAdmin
@@ -109,11 +109,11 @@ class RunAdmin(TenantScopedAdmin):
         "tenant",
         "state_shown",
         "origin",
-        "due_at",
-        "available_at",
+        "due_shown",
+        "available_shown",
         "attempt",
         "queue",
-        "worker_id",
+        "worker_shown",
     ]
     list_filter = [StateFilter, TenantFilter, QueueFilter, JobFilter, DueWindowFilter, "origin"]
     search_fields = ["=idempotency_key", "=worker_id", "^job__name"]
@@ -162,6 +162,22 @@ class RunAdmin(TenantScopedAdmin):
         if state == "ready":
             return format_html('{} <span class="quiet">({})</span>', status_text("ready"), run.state)
         return status_text(state)
+
+    @admin.display(description="due", ordering="due_at")
+    def due_shown(self, run):
+        return utc_seconds(run.due_at)
+
+    @admin.display(description="available", ordering="available_at")
+    def available_shown(self, run):
+        return utc_seconds(run.available_at)
+
+    @admin.display(description="worker", ordering="worker_id")
+    def worker_shown(self, run):
+        return (
+            format_html('<span class="portal-truncate portal-short" title="{0}">{0}</span>', run.worker_id)
+            if run.worker_id
+            else "—"
+        )
 
     @admin.action(description="Cancel selected runs")
     def cancel_runs(self, request, queryset):

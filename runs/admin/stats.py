@@ -16,10 +16,10 @@ scheduler_project.admin.scoping) and `now`.
 
 import datetime as dt
 
-from django.db.models import Count, Q
+from django.db.models import Count, Min, Q
 
 from dlq.models import DeadLetter
-from jobs.models import JobDefinition
+from jobs.models import JobDefinition, Tenant
 from runs.models import Attempt, Run, TenantMinute
 from scheduler_project.admin.counts import capped_count
 from scheduler_project.admin.lateness import summary
@@ -162,3 +162,49 @@ def last_failure(job, window=500):
         return None
     run = Run.objects.get(pk=run_id)
     return {"run": run, "attempts": list(Attempt.objects.filter(run=run).order_by("attempt"))}
+
+
+def tenants_at_a_glance(tenant_ids, now, limit=100):
+    """Every tenant of `tenant_ids` (None: all) that has something to look at, worst first.
+
+    Per tenant: ready runs and the age of the oldest one (now), p99 lateness
+    and failed or lost attempts over the last hour (rollups), and dead letters
+    new in the last 24 hours. Quiet tenants (none of these) are left out, so
+    the page costs what the active tenants cost, not what all of them do.
+    Sorted by the oldest ready run's age, then p99 lateness, then new dead
+    letters: the tenant whose work waits longest comes first.
+    """
+
+    def scoped(queryset, field="tenant_id"):
+        return queryset if tenant_ids is None else queryset.filter(**{f"{field}__in": tenant_ids})
+
+    rows = {}
+
+    def row(tenant_id):
+        return rows.setdefault(
+            tenant_id, {"tenant_id": tenant_id, "ready": 0, "oldest_age": None, "dead_new": 0, "failed_hour": 0}
+        )
+
+    ready = scoped(Run.objects.ready(now)).order_by().values("tenant_id")
+    for r in ready.annotate(n=Count("id"), oldest=Min("available_at")):
+        row(r["tenant_id"]).update(ready=r["n"], oldest_age=now - r["oldest"])
+    minutes = {}
+    for m in scoped(TenantMinute.objects.filter(minute__gte=now - HOUR, minute__lte=now)):
+        minutes.setdefault(m.tenant_id, []).append(m)
+    for tenant_id, ms in minutes.items():
+        lost = sum(m.failed + m.timed_out + m.lease_expired for m in ms)
+        late = summary(ms)
+        if lost or late["count"]:
+            row(tenant_id).update(failed_hour=lost, p99=late["p99"], first_attempts=late["count"])
+    dead = scoped(DeadLetter.objects.filter(dead_at__gte=now - DAY)).order_by().values("tenant_id")
+    for d in dead.annotate(n=Count("id")):
+        row(d["tenant_id"])["dead_new"] = d["n"]
+    names = dict(Tenant.objects.filter(pk__in=rows).values_list("pk", "name"))
+    for r in rows.values():
+        r["name"] = names.get(r["tenant_id"], "?")
+    zero = dt.timedelta(0)
+    ordered = sorted(
+        rows.values(),
+        key=lambda r: (-(r["oldest_age"] or zero).total_seconds(), -(r.get("p99") or 0), -r["dead_new"], r["name"]),
+    )
+    return ordered[:limit]

@@ -18,7 +18,7 @@ import json
 import re
 from pathlib import Path
 
-from django.db import connection, transaction
+from django.db import DatabaseError, InterfaceError, connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -57,11 +57,25 @@ def execute(name, params):
         params = sqlite_params(params)
     one_transaction = transaction.atomic(savepoint=False) if len(statements) > 1 else contextlib.nullcontext()
     # Errors as Django's (django.db.DatabaseError and kin), as the ORM raises them:
-    # the loops retry after those, and a broken connection is then closed.
-    with one_transaction, connection.wrap_database_errors, cursor() as c:
-        for statement in statements:
-            c.execute(statement, params)
-        return c.fetchall() if c.description else []
+    # the loops retry after those.
+    try:
+        with one_transaction, connection.wrap_database_errors, cursor() as c:
+            for statement in statements:
+                c.execute(statement, params)
+            return c.fetchall() if c.description else []
+    except (DatabaseError, InterfaceError):
+        drop_if_broken()
+        raise
+
+
+def drop_if_broken():
+    """Close this thread's connection if an error left it unusable, so its next query reconnects.
+
+    Inside a transaction the outermost `atomic` does it on its way out (its
+    rollback fails on a dead connection, and it then closes it).
+    """
+    if connection.errors_occurred and not connection.in_atomic_block:
+        connection.close_if_unusable_or_obsolete()
 
 
 def cursor():
@@ -69,12 +83,15 @@ def cursor():
 
     On PostgreSQL it binds parameters server-side, so psycopg prepares each
     named query after a few runs and the planner's work (a millisecond or two
-    for the claim) is paid once per connection, not once per batch.
+    for the claim) is paid once per connection, not once per batch. Like the
+    ORM's cursors, it first replaces a connection that fails its health check
+    (CONN_HEALTH_CHECKS): one kept across a database restart is dead.
     """
     if connection.vendor != "postgresql":
         return connection.cursor()
     import psycopg
 
+    connection.close_if_health_check_failed()
     connection.ensure_connection()
     return psycopg.Cursor(connection.connection)
 

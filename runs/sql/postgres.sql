@@ -9,10 +9,69 @@
 -- id order, so claims for one tenant take turns (its caps are then counted
 -- race-free by the next statement's fresh snapshot) and claimers never
 -- deadlock. NO KEY UPDATE does not block inserts of runs that reference them.
--- The LIMIT 1 probes keep this one index descent per (tenant, queue,
--- priority), whatever the backlog.
+-- First, the claim transaction's limits: a lock wait is bounded, and a
+-- claimer frozen inside it is cut off by the server instead of holding its
+-- tenants for ever (SET LOCAL: they end with the transaction).
+SELECT set_config('lock_timeout', %(lock_timeout)s, true),
+       set_config('idle_in_transaction_session_timeout', %(idle_timeout)s, true);
+-- `with_work` is a skip-scan of run_claimable: one index descent per tenant
+-- that has a claimable run (due or scheduled ahead), each jumping past that
+-- tenant's rows to the next one, so tenants without work cost nothing
+-- however many exist. The LIMIT 1 probes then keep one index descent per
+-- (tenant, queue, priority) of those, whatever the backlog. SKIP LOCKED: a
+-- tenant whose row another claim holds is served by that claim; waiting for
+-- it would stall this claimer behind one that may be frozen.
+WITH RECURSIVE with_work(id) AS (
+    (SELECT r.tenant_id FROM runs_run r
+     WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id >= coalesce(%(tenant)s::bigint, 0)
+     ORDER BY r.tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.tenant_id FROM runs_run r
+            WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id > w.id
+            ORDER BY r.tenant_id LIMIT 1)
+    FROM with_work w
+    WHERE w.id IS NOT NULL AND %(tenant)s::bigint IS NULL
+)
 SELECT t.id
-FROM jobs_tenant t
+FROM with_work w
+JOIN jobs_tenant t ON t.id = w.id
+WHERE (%(tenant)s::bigint IS NULL OR t.id = %(tenant)s::bigint)
+  AND EXISTS (
+    SELECT 1
+    FROM unnest(%(queues)s::text[]) AS q(name)
+    CROSS JOIN (VALUES (0), (1), (2)) AS p(priority)
+    CROSS JOIN LATERAL (
+      SELECT 1 FROM runs_run r
+      WHERE r.tenant_id = t.id AND r.queue = q.name AND r.priority = p.priority
+        AND r.state IN ('scheduled', 'retry_wait')
+        AND r.available_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+      LIMIT 1
+    ) AS due
+  )
+ORDER BY t.id
+FOR NO KEY UPDATE OF t SKIP LOCKED;
+
+-- name: wait_for_ready_tenants
+-- claims.wait_for_ready_tenants (claims.claim, when lock_ready_tenants locked
+-- nothing): the same tenants, waiting for the rows other claims hold (up to
+-- the claim's lock_timeout) instead of passing them over, so that a second
+-- worker on a busy tenant takes the next batch as soon as the first commits
+-- rather than sleeping a poll. Its caller runs it in a savepoint and treats
+-- a lock timeout as "nothing to claim".
+WITH RECURSIVE with_work(id) AS (
+    (SELECT r.tenant_id FROM runs_run r
+     WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id >= coalesce(%(tenant)s::bigint, 0)
+     ORDER BY r.tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.tenant_id FROM runs_run r
+            WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id > w.id
+            ORDER BY r.tenant_id LIMIT 1)
+    FROM with_work w
+    WHERE w.id IS NOT NULL AND %(tenant)s::bigint IS NULL
+)
+SELECT t.id
+FROM with_work w
+JOIN jobs_tenant t ON t.id = w.id
 WHERE (%(tenant)s::bigint IS NULL OR t.id = %(tenant)s::bigint)
   AND EXISTS (
     SELECT 1
@@ -30,13 +89,14 @@ ORDER BY t.id
 FOR NO KEY UPDATE OF t;
 
 -- name: claim_candidates
--- claims.claim_candidates (claims.claim): lock up to %(n)s due runs per (tenant, queue, priority), oldest
+-- claims.claim_candidates (claims.claim): lock up to %(per_tenant)s due runs per (tenant, queue, priority), oldest
 -- first, of active jobs only (one index probe each on run_claimable: the
 -- round-robin needs every tenant's head, not just the globally oldest rows;
 -- runs of paused or cancelled jobs stay where they are).
 -- SKIP LOCKED passes over runs that a cancel or the reaper holds. Returns each
 -- candidate with its tenant's free room and, only for jobs with a limit or an
--- overlap policy, the count of the job's leased runs.
+-- overlap policy, the count of the job's leased runs. `kinds` (NULL: all)
+-- leaves the runs of other target kinds to their own consumers.
 WITH candidates AS (
     SELECT c.*
     FROM unnest(%(tenants)s::bigint[]) AS t(id)
@@ -51,9 +111,10 @@ WITH candidates AS (
           -- A filter, not a join: a join lets the planner start from the jobs
           -- and sort every due run; this keeps the index order and the LIMIT.
           AND r.job_id NOT IN (SELECT jd.id FROM jobs_jobdefinition jd
-                               WHERE jd.tenant_id = t.id AND jd.status <> 'active')
+                               WHERE jd.tenant_id = t.id
+                                 AND (jd.status <> 'active' OR jd.target_kind <> ALL(%(kinds)s::text[])))
         ORDER BY r.available_at
-        LIMIT %(n)s
+        LIMIT %(per_tenant)s
         FOR UPDATE OF r SKIP LOCKED
     ) c
 ),

@@ -14,9 +14,46 @@
 -- name: lock_ready_tenants
 -- claims.lock_ready_tenants (claims.claim): the tenants that have a due run
 -- on the wanted queues, in id order. Nothing to lock: the IMMEDIATE
--- transaction already serialises claims.
+-- transaction already serialises claims. `with_work` walks run_claimable
+-- from one tenant with claimable runs to the next (one index seek each), so
+-- tenants without work are never read.
+WITH RECURSIVE with_work(id) AS (
+    SELECT min(r.tenant_id) FROM runs_run r
+    WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id >= coalesce(%(tenant)s, 0)
+    UNION ALL
+    SELECT (SELECT min(r.tenant_id) FROM runs_run r
+            WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id > w.id)
+    FROM with_work w
+    WHERE w.id IS NOT NULL AND %(tenant)s IS NULL
+)
 SELECT t.id
-FROM jobs_tenant t
+FROM with_work w
+JOIN jobs_tenant t ON t.id = w.id
+WHERE (%(tenant)s IS NULL OR t.id = %(tenant)s)
+  AND EXISTS (
+    SELECT 1 FROM runs_run r
+    WHERE r.tenant_id = t.id
+      AND r.queue IN (SELECT value FROM json_each(%(queues)s))
+      AND r.state IN ('scheduled', 'retry_wait')
+      AND r.available_at <= %(now)s
+  )
+ORDER BY t.id;
+
+-- name: wait_for_ready_tenants
+-- claims.wait_for_ready_tenants: the same as lock_ready_tenants (SQLite
+-- passes no tenant over, so there is nothing to wait for).
+WITH RECURSIVE with_work(id) AS (
+    SELECT min(r.tenant_id) FROM runs_run r
+    WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id >= coalesce(%(tenant)s, 0)
+    UNION ALL
+    SELECT (SELECT min(r.tenant_id) FROM runs_run r
+            WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id > w.id)
+    FROM with_work w
+    WHERE w.id IS NOT NULL AND %(tenant)s IS NULL
+)
+SELECT t.id
+FROM with_work w
+JOIN jobs_tenant t ON t.id = w.id
 WHERE (%(tenant)s IS NULL OR t.id = %(tenant)s)
   AND EXISTS (
     SELECT 1 FROM runs_run r
@@ -28,9 +65,10 @@ WHERE (%(tenant)s IS NULL OR t.id = %(tenant)s)
 ORDER BY t.id;
 
 -- name: claim_candidates
--- claims.claim_candidates (claims.claim): up to %(n)s due runs per (tenant,
+-- claims.claim_candidates (claims.claim): up to %(per_tenant)s due runs per (tenant,
 -- queue, priority) of active jobs, oldest first, with the tenant's free room
 -- and, for jobs with a limit or an overlap policy, the count of their leased runs.
+-- `kinds` (NULL: all) leaves the runs of other target kinds to their own consumers.
 SELECT c.id, c.tenant_id, c.job_id, c.priority, c.origin, c.available_at, c.concurrency, c.overlap_policy,
        CASE WHEN c.concurrency IS NOT NULL OR c.overlap_policy <> 'allow'
             THEN (SELECT count(*) FROM runs_run l WHERE l.tenant_id = c.tenant_id AND l.job_id = c.job_id AND l.state = 'leased')
@@ -43,11 +81,12 @@ FROM (
     FROM runs_run r
     JOIN jobs_jobdefinition j ON j.id = r.job_id AND j.status = 'active'
     WHERE r.state IN ('scheduled', 'retry_wait')
+      AND (%(kinds)s IS NULL OR j.target_kind IN (SELECT value FROM json_each(%(kinds)s)))
       AND r.available_at <= %(now)s
       AND r.queue IN (SELECT value FROM json_each(%(queues)s))
       AND r.tenant_id IN (SELECT value FROM json_each(%(tenants)s))
 ) c
-WHERE c.turn <= %(n)s;
+WHERE c.turn <= %(per_tenant)s;
 
 -- name: lease_runs
 -- transitions.lease_runs (claims.claim): lease the chosen runs (each still

@@ -13,6 +13,7 @@ not carry 10,000 ids.
 """
 
 from django import forms
+from django.contrib import messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
@@ -37,6 +38,21 @@ def confirm_action(
     `preview(queryset, cleaned_data)` returns {"lines": [...], "rows": [(obj, text)], "blocked": bool}.
     `perform` returns a message for the changelist, or an HttpResponse to show instead.
     """
+    selected = set(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME))
+    missing = len(selected) - queryset.count() if request.POST.get("select_across") != "1" else 0
+    if missing > 0:
+        # Ids the operator cannot see (another tenant's, a crafted post) or that are gone are left out and
+        # said so; with none left, nothing is done rather than answering "done 0" as if all went well.
+        level, outcome = (
+            (messages.WARNING, "they are left out") if missing < len(selected) else (messages.ERROR, "nothing was done")
+        )
+        modeladmin.message_user(
+            request,
+            f"{missing} of the {len(selected)} selected item(s) do not exist or are not yours; {outcome}.",
+            level,
+        )
+        if missing == len(selected):
+            return None
     stage = request.POST.get("post")
     form = form_class(request.POST if stage in ("yes", "preview") else None)
     valid = stage in ("yes", "preview") and form.is_valid()

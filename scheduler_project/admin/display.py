@@ -12,24 +12,26 @@ from django.utils.html import format_html
 from jobs import cron
 from jobs.models import JobDefinition
 
+# Glyphs the default fonts of a plain Linux desktop (DejaVu) have: emoji and newer symbols
+# render as empty boxes there (tests/scheduler_project/admin/test_display.py checks).
 STATE_SYMBOLS = {
     "active": "▶",
-    "paused": "⏸",
+    "paused": "‖",
     "cancelled": "✕",
     "scheduled": "◷",
-    "ready": "⏵",
+    "ready": "▷",
     "leased": "⟳",
     "retry_wait": "↻",
     "succeeded": "✓",
     "dead": "☠",
     "skipped": "⤼",
     "failed": "✗",
-    "timed_out": "⌛",
-    "lease_expired": "⌛",
+    "timed_out": "◔",
+    "lease_expired": "◔",
     "stale": "⊘",
     "open": "●",
     "replayed": "↺",
-    "discarded": "🗑",
+    "discarded": "⊗",
 }
 
 
@@ -67,11 +69,25 @@ def zoned(instant, zone_name):
         return "—"
     local = instant.astimezone(cron.get_zone(zone_name))
     utc = instant.astimezone(dt.UTC)
+    if zone_name.removeprefix("Etc/") in ("UTC", "UCT", "Universal", "Zulu"):
+        return f"{utc:%Y-%m-%d %H:%M} UTC"  # a UTC job: once, not "09:00 UTC (09:00 UTC)"
     same_day = local.date() == utc.date()
     return (
         f"{local:%Y-%m-%d %H:%M %Z} ({utc:%H:%M} UTC)"
         if same_day
         else f"{local:%Y-%m-%d %H:%M %Z} ({utc:%Y-%m-%d %H:%M} UTC)"
+    )
+
+
+def utc_seconds(instant):
+    """A list cell's instant: to the second, in UTC and saying so; a narrow column wraps between date and time."""
+    if instant is None:
+        return "—"
+    utc = instant.astimezone(dt.UTC)
+    return format_html(
+        '<span class="portal-time">{}</span> <span class="portal-time">{} UTC</span>',
+        f"{utc:%Y-%m-%d}",
+        f"{utc:%H:%M:%S}",
     )
 
 

@@ -19,6 +19,7 @@ from scheduler_project.admin import scoping
 class DuetimeAdminSite(admin.AdminSite):
     site_header = "Duetime"
     site_title = "Duetime"
+    enable_nav_sidebar = False  # the header's portal nav links every page; the sidebar cost 280 px of list width
     index_title = "Operations"
     index_template = "portal/index.html"
 

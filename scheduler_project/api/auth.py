@@ -3,7 +3,8 @@ whether the token's kind may call this endpoint (`TeamToken`, `WorkerToken`).
 
 `Authorization: Bearer <secret>` is looked up by jobs.tokens. The tenant
 always comes from the token, never from the request; lookups are narrowed to
-it by scheduler_project/api/lookups.py.
+it by scheduler_project/api/lookups.py. An address that sends too many
+unknown tokens is locked out for a while (scheduler_project/api/throttles.py).
 """
 
 import dataclasses
@@ -13,6 +14,7 @@ from rest_framework import authentication, exceptions, permissions
 
 from jobs import tokens
 from jobs.models import ApiToken
+from scheduler_project.api import throttles
 from scheduler_project.api.problems import Problem
 
 MISSING = "Send 'Authorization: Bearer <token secret>'."
@@ -38,12 +40,15 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).decode("latin-1")
         if not header:
             return None
+        throttles.refuse_locked_out(request)  # 429 before the token is even looked at
         scheme, _, secret = header.partition(" ")
         if scheme.lower() != "bearer" or not secret.strip():
+            throttles.count_failure(request)
             raise exceptions.AuthenticationFailed(MISSING)
         try:
             token = tokens.authenticate(secret.strip())
         except tokens.InvalidToken as exc:
+            throttles.count_failure(request)
             # DRF's contract: an authenticator raises AuthenticationFailed, so the
             # request is marked unauthenticated and the answer carries the challenge.
             raise exceptions.AuthenticationFailed(str(exc)) from exc

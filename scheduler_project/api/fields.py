@@ -2,12 +2,13 @@
 
 A field refuses a value of the wrong JSON type rather than coercing it, a
 datetime must carry its offset, and a payload is held to
-DUETIME_MAX_PAYLOAD_BYTES (larger: 413 `payload-too-large`).
+DUETIME_MAX_PAYLOAD_BYTES (larger: 413 `payload-too-large`) and must carry
+no obvious credential (400 `validation-error` on the payload field).
 """
 
 from rest_framework import serializers
 
-from jobs.validation import check_payload
+from jobs.validation import check_payload, payload_credential
 from scheduler_project.api.problems import Problem
 
 
@@ -60,13 +61,16 @@ class AwareDateTimeField(serializers.DateTimeField):
 
 
 class PayloadField(serializers.DictField):
-    """A JSON object of at most DUETIME_MAX_PAYLOAD_BYTES (compact UTF-8); larger: 413."""
+    """A JSON object of at most DUETIME_MAX_PAYLOAD_BYTES (compact UTF-8; larger: 413), without credentials."""
 
     def to_internal_value(self, data):
         value = super().to_internal_value(data)
         unstorable = unstorable_text(value)
         if unstorable:
             raise serializers.ValidationError(unstorable)
+        credential = payload_credential(value)
+        if credential:  # an invalid value (400 validation-error), not a size
+            raise serializers.ValidationError(f"payload {credential}")
         problem = check_payload(value)
         if problem:
             raise Problem("payload-too-large", f"payload {problem}")

@@ -59,6 +59,7 @@ TYPES = {
     "unsupported-media-type": (415, "Unsupported media type"),
     "idempotency-key-reused": (422, "Idempotency key reused"),
     "quota-exceeded": (429, "Quota exceeded"),
+    "rate-limited": (429, "Too many requests"),
     "server-error": (500, "Internal server error"),
 }
 
@@ -71,7 +72,7 @@ DRF_TYPES = (
     (exceptions.MethodNotAllowed, "method-not-allowed"),
     (exceptions.NotAcceptable, "not-acceptable"),
     (exceptions.UnsupportedMediaType, "unsupported-media-type"),
-    (exceptions.Throttled, "quota-exceeded"),
+    (exceptions.Throttled, "rate-limited"),
     (exceptions.ParseError, "malformed-request"),
 )
 
@@ -260,13 +261,15 @@ DESCRIPTIONS = {
     413: "payload-too-large",
     415: "unsupported-media-type",
     422: "idempotency-key-reused",
-    429: "quota-exceeded (see Retry-After)",
+    429: "quota-exceeded or rate-limited (see Retry-After)",
 }
 
 
 def problem_responses(*statuses):
     """drf-spectacular `responses` entries for the problems an operation can answer."""
-    every = {401, 403, 405, 406} | set(statuses)
+    # 429: the throttles answer any call; 404: a path that matches no route (a job name with a
+    # character names cannot hold, say) is answered by the catch-all not-found problem.
+    every = {401, 403, 404, 405, 406, 429} | set(statuses)
     return {
         (status, CONTENT_TYPE): OpenApiResponse(ProblemSerializer, description=DESCRIPTIONS[status])
         for status in sorted(every)

@@ -176,3 +176,15 @@ def test_it_stops_gracefully_on_sigterm(acme, make_job, command):
     code, output = stop(proc, timeout=15)
     assert code == 0, output
     assert "stopped" in output
+
+
+def test_a_processes_worker_drains_on_sigterm_and_releases_what_still_runs(acme, make_job, tmp_path):
+    job, run = held_job(acme, make_job, tmp_path)
+    proc = start("run_worker", "--pool", "processes", "--concurrency", "2", "--grace", "1")
+    wait_until(lambda: (tmp_path / "1.started").exists() or proc.poll() is not None, message="attempt 1 to start")
+    assert proc.poll() is None, proc.communicate()[0]
+    code, output = stop(proc, timeout=15)
+    assert code == 0, output
+    assert "stopped (1 leases released)" in output
+    run.refresh_from_db()
+    assert (run.state, run.attempt) == ("scheduled", 0), "the attempt is given back, not spent"

@@ -5,7 +5,7 @@ from django.contrib.auth import authenticate
 from django.core.management import call_command
 
 from bench import demo
-from jobs.models import JobDefinition
+from jobs.models import JobDefinition, Tenant
 
 
 @pytest.fixture
@@ -20,6 +20,7 @@ def test_it_creates_the_demo_jobs_once(db, kept_passwords):
 
     names = sorted(JobDefinition.objects.filter(tenant__name="demo").values_list("name", flat=True))
     assert names == sorted(job["name"] for job in demo.DEMO_JOBS)
+    assert Tenant.objects.get(name="demo").task_prefixes == ["examples.demo_handlers"]  # allowed once
 
 
 def test_it_prints_a_login_that_works_and_keeps_it(db, kept_passwords, capsys):

@@ -24,6 +24,24 @@ from tests.waiting import wait_until
 CHROMIUM = os.environ.get("DUETIME_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 SHOTS = Path(settings.BASE_DIR) / "test-artifacts" / "screenshots"
+# What scrolls sideways: the page itself, or any box inside #content whose content is wider than it
+# (the admin's result tables scroll inside `.results`). Text cut short on purpose (ellipsis) and form
+# controls and text for screen readers only (.visually-hidden) do not count.
+OVERFLOW = """() => {
+  const doc = document.documentElement, found = [];
+  if (doc.scrollWidth > doc.clientWidth) found.push(`the page: ${doc.scrollWidth} > ${doc.clientWidth}`);
+  for (const el of document.querySelectorAll('#content *')) {
+    const style = getComputedStyle(el);
+    if (['INPUT', 'SELECT', 'TEXTAREA', 'OPTION'].includes(el.tagName) || style.textOverflow === 'ellipsis'
+        || el.classList.contains('visually-hidden')) continue;
+    const box = el.getBoundingClientRect();
+    if (el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1 && style.overflowX !== 'visible')
+      found.push(`${el.tagName}.${el.className}: ${el.scrollWidth} > ${el.clientWidth}`);
+    else if (box.width > 0 && box.right > doc.clientWidth + 1)
+      found.push(`${el.tagName}.${el.className} ends at ${Math.round(box.right)} px`);
+  }
+  return found.slice(0, 10);
+}"""
 
 
 def free_port():

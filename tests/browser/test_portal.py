@@ -14,6 +14,7 @@ from dlq.models import DeadLetter
 from jobs.definitions import save_definition
 from jobs.models import JobDefinition, Tenant
 from runs.models import Attempt, Run
+from tests.browser.conftest import OVERFLOW
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("live_db")]
@@ -21,8 +22,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("live_db")]
 
 @pytest.fixture
 def acme_team():
-    acme, _ = Tenant.objects.get_or_create(name="acme")
-    globex, _ = Tenant.objects.get_or_create(name="globex")
+    acme, _ = Tenant.objects.get_or_create(name="acme", defaults={"task_module_prefixes": "tests.handlers"})
+    globex, _ = Tenant.objects.get_or_create(name="globex", defaults={"task_module_prefixes": "tests.handlers"})
     User = get_user_model()
     alice = User.objects.create_user("alice", password="alice-pass-123", is_staff=True)
     bob = User.objects.create_user("bob", password="bob-pass-123", is_staff=True)
@@ -133,7 +134,7 @@ def test_it_replays_a_dead_letter(visit, acme_team, wall_clock):
         worker_id="w-old",
         started_at=due,
         finished_at=due + dt.timedelta(seconds=2),
-        last_error="Traceback ...\nValueError: the export file is empty",
+        last_error="Traceback ...\nValueError: the export file is empty: " + "s3://exports/2026-05/" * 12,
     )
     Attempt.objects.create(
         run=run,
@@ -153,6 +154,7 @@ def test_it_replays_a_dead_letter(visit, acme_team, wall_clock):
     alice = visit("alice", "alice-pass-123")
     page = alice.go("/admin/dlq/deadletter/")
     page.get_by_text("ValueError: the export file is empty").first.wait_for()
+    assert page.evaluate(OVERFLOW) == []  # a long error is cut to one line, the list fits at 1,280 px
     page.get_by_role("row", name="billing.export").get_by_role("checkbox").check()
     page.get_by_label("Action:").select_option("replay_dead_letters")
     page.get_by_role("button", name="Run", exact=True).click()

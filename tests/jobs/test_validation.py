@@ -5,6 +5,7 @@ from django.core.exceptions import ValidationError
 
 from jobs.definitions import save_definition
 from jobs.models import JobDefinition
+from jobs.validation import check_payload
 
 
 def definition(tenant, **fields):
@@ -15,7 +16,7 @@ def definition(tenant, **fields):
         cron_expr="0 2 * * *",
         time_zone="Europe/Berlin",
         target_kind="python",
-        target_ref="billing.tasks.export",
+        target_ref="tests.handlers.noop",
     )
     values.update(fields)
     return JobDefinition(**values)
@@ -103,7 +104,7 @@ def test_it_bumps_the_version_and_audits_each_edit(acme):
 def test_it_refuses_an_invalid_definition_saved_directly_from_code(acme):
     with pytest.raises(ValidationError) as caught:
         JobDefinition.objects.create(
-            tenant=acme, name="raw", schedule_kind="cron", cron_expr="* * *", target_ref="billing.tasks.export"
+            tenant=acme, name="raw", schedule_kind="cron", cron_expr="* * *", target_ref="tests.handlers.noop"
         )
     assert "cron_expr" in caught.value.message_dict
     assert not JobDefinition.objects.exists()
@@ -117,3 +118,67 @@ def test_it_refuses_a_payload_the_database_cannot_store(acme, payload):
 
 def test_it_refuses_a_name_with_a_trailing_newline(acme):
     assert "name" in errors_of(definition(acme, name="billing.export\n"))
+
+
+def test_it_accepts_a_registered_task_inside_the_tenants_prefixes(acme):
+    job, _ = save_definition(definition(acme, target_ref="tests.handlers.echo"), "user:alice")
+    assert job.target_ref == "tests.handlers.echo"
+
+
+@pytest.mark.parametrize(
+    "ref, says",
+    [
+        ("tests.handlers.plain_function", "is not a Django task"),
+        ("tests.handlers.missing", "is not a Django task"),
+        ("os.system", "may not run tasks from 'os'"),
+    ],
+)
+def test_it_refuses_what_is_not_a_registered_task_and_says_how_to_register_it(acme, ref, says):
+    (message,) = errors_of(definition(acme, target_ref=ref))["target_ref"]
+    assert says in message
+    assert "@task" in message and "DUETIME_TASK_MODULES" in message
+    assert not JobDefinition.objects.exists()
+
+
+def test_it_refuses_a_module_the_operator_did_not_list_even_inside_the_tenants_prefixes(acme, settings):
+    settings.DUETIME_TASK_MODULES = ["examples.demo_handlers"]
+    (message,) = errors_of(definition(acme, target_ref="tests.handlers.noop"))["target_ref"]
+    assert "'tests.handlers' is not a registered task module" in message
+
+
+def test_it_refuses_another_tenants_task_module(globex):
+    globex.task_module_prefixes = "examples"
+    globex.save()
+    (message,) = errors_of(definition(globex, target_ref="tests.handlers.noop"))["target_ref"]
+    assert message.startswith(
+        "tenant 'globex' may not run tasks from 'tests.handlers' (allowed module prefixes: examples)"
+    )
+
+
+def test_it_matches_prefixes_on_whole_module_names(globex):
+    globex.task_module_prefixes = "tests.hand"
+    globex.save()
+    assert "target_ref" in errors_of(definition(globex, target_ref="tests.handlers.noop"))
+
+
+def test_it_refuses_a_payload_that_cannot_be_keyword_arguments(acme):
+    assert "payload" in errors_of(definition(acme, payload=[1, 2]))
+
+
+@pytest.mark.parametrize(
+    ("payload", "named"),
+    [
+        ({"ssh_key": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAA"}, "a private key"),
+        ({"aws": {"id": "AKIAIOSFODNN7EXAMPLE"}}, "an AWS access key id"),
+        ({"headers": ["Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhY21lIn0"]}, "a bearer token"),
+        ({"dsn": "postgres://billing:hunter2@db.internal/billing"}, "a password in a URL"),
+    ],
+)
+def test_it_refuses_a_payload_that_carries_a_credential(payload, named):
+    problem = check_payload(payload)
+    assert problem.startswith(f"seems to carry {named}")
+    assert "secret store" in problem
+
+
+def test_it_accepts_a_payload_that_names_a_secret_instead():
+    assert check_payload({"dsn_secret": "billing/db", "report": "https://reports.internal/monthly"}) is None

@@ -9,11 +9,13 @@ import sys
 import time
 
 import django
+from django.utils import timezone
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
 django.setup()
 
 from runs import claims, transitions  # noqa: E402
+from runs.models import Run  # noqa: E402
 from tests.waiting import wait_until  # noqa: E402
 
 PAUSE = float(os.environ.get("CLAIMER_PAUSE", "0.002"))
@@ -25,13 +27,15 @@ def main(queue, outfile):
     open(ready, "w").close()
     wait_until(lambda: os.path.exists(go), timeout=300, interval=0.01, message="the start line")
     claimed = []
-    empty = 0
-    while empty < 3:
+    while True:
         leases = claims.claim([queue], 50, f"claimer-{os.getpid()}")
         if not leases:
-            empty += 1
+            # An empty claim may only mean another claimer holds the tenant
+            # (SKIP LOCKED): stop once nothing of the queue waits any more.
+            if not Run.objects.filter(queue=queue).ready(timezone.now()).exists():
+                break
+            time.sleep(PAUSE)
             continue
-        empty = 0
         claimed += [lease.run_id for lease in leases]
         transitions.complete_many(
             [transitions.Completion(lease.run_id, lease.fencing_token, "succeeded") for lease in leases]

@@ -44,7 +44,7 @@ def test_it_splits_a_batch_70_25_5_with_unused_share_flowing_on(available, quota
 def test_it_fills_a_batch_by_priority_share_from_the_database(acme, make_job, make_run):
     for name, priority in (("critical.job", 0), ("default.job", 1), ("bulk.job", 2)):
         fill(make_run, make_job(acme, name, priority=priority, overlap_policy="allow"), 150)
-    leases = claims.claim(["default"], 100, "w", now=NOW)
+    leases = claims.claim(["default"], 100, "w", shares=claims.PriorityShares(), now=NOW)  # no earlier claims
     assert [by(leases, "job_name")[n] for n in ("critical.job", "default.job", "bulk.job")] == [70, 25, 5]
 
 
@@ -154,3 +154,56 @@ def test_it_skips_the_held_occurrence_once_its_predecessor_runs(acme, make_job, 
     assert claims.claim(["default"], 10, "w", now=NOW) == []
     second.refresh_from_db()
     assert second.state == "skipped"
+
+
+@pytest.mark.parametrize("batch", [1, 10, 100])
+def test_the_70_25_5_split_holds_over_1000_claims_at_any_batch_size(batch):
+    shares, leased = claims.PriorityShares(), [0, 0, 0]
+    for _ in range(1000):
+        for p, quota in enumerate(shares.split(batch, [batch, batch, batch])):  # a saturated backlog
+            leased[p] += quota
+    percent = [100 * n / (1000 * batch) for n in leased]
+    assert all(abs(got - want) <= 3 for got, want in zip(percent, (70, 25, 5))), percent
+
+
+def test_the_split_lets_unused_share_flow_on_without_being_paid_back_later():
+    shares = claims.PriorityShares()
+    for _ in range(100):  # no critical work for a while: default and bulk take the whole batch
+        assert sum(shares.split(10, [0, 1000, 1000])) == 10
+    leased = [0, 0, 0]
+    for _ in range(100):  # critical work arrives: its share at once, nobody owes anything
+        for p, quota in enumerate(shares.split(10, [1000, 1000, 1000])):
+            leased[p] += quota
+    assert all(abs(got - want) <= 1 for got, want in zip(leased, (700, 250, 50))), leased
+
+
+def test_it_carries_the_priority_split_from_claim_to_claim_in_the_database(acme, make_job, make_run):
+    Tenant.objects.filter(pk=acme.pk).update(max_concurrent_runs=1000)
+    for name, priority in (("critical.job", 0), ("default.job", 1), ("bulk.job", 2)):
+        fill(make_run, make_job(acme, name, priority=priority, overlap_policy="allow"), 100, start=priority * 1000)
+    shares, leases = claims.PriorityShares(), []
+    for _ in range(100):
+        leases += claims.claim(["default"], 1, "w", shares=shares, now=NOW)
+    assert [by(leases, "job_name")[n] for n in ("critical.job", "default.job", "bulk.job")] == [70, 25, 5]
+
+
+def test_it_claims_only_the_asked_target_kinds(acme, make_job, make_run):
+    fill(make_run, make_job(acme, "python.job", overlap_policy="allow"), 2)
+    external = make_job(acme, "external.job", target_kind="external", target_ref="", overlap_policy="allow")
+    fill(make_run, external, 2, start=100)
+    assert by(claims.claim(["default"], 10, "w", kinds=["python", "http"], now=NOW), "job_name") == {"python.job": 2}
+    assert by(claims.claim(["default"], 10, "w", kinds=["external"], now=NOW), "job_name") == {"external.job": 2}
+
+
+def test_it_claims_every_kind_unless_told(acme, make_job, make_run):
+    fill(make_run, make_job(acme, "python.job", overlap_policy="allow"), 1)
+    fill(make_run, make_job(acme, "external.job", target_kind="external", target_ref="", overlap_policy="allow"), 1)
+    assert by(claims.claim(["default"], 10, "w", now=NOW), "job_name") == {"python.job": 1, "external.job": 1}
+
+
+def test_it_never_reads_tenants_without_claimable_runs(acme, globex, make_job, make_run):
+    idle = Tenant.objects.bulk_create(Tenant(name=f"idle-{i}") for i in range(50))
+    fill(make_run, make_job(acme, "acme.job", overlap_policy="allow"), 1)
+    make_run(make_job(globex, "later"), due_at=NOW + dt.timedelta(hours=1))  # work, but not due yet
+    assert claims.lock_ready_tenants({"queues": ["default"], "tenant": None, "kinds": None, "now": NOW}) == [acme.pk]
+    assert idle

@@ -3,10 +3,14 @@
 import json
 import subprocess
 import sys
+import threading
 
 import pytest
+from django.db import DatabaseError, connection, transaction
 
 from bench.setup import insert_runs
+from jobs.models import Tenant
+from runs import claims
 from runs.models import Attempt, Run
 from tests.conftest import engine_env, is_postgres
 from tests.waiting import wait_until
@@ -42,6 +46,71 @@ def test_it_leases_each_of_10000_due_runs_exactly_once_across_processes(acme, ma
     assert Attempt.objects.filter(run__job=job).count() == runs
     tokens = list(Attempt.objects.filter(run__job=job).values_list("fencing_token", flat=True))
     assert len(set(tokens)) == runs, "fencing tokens never repeat"
+
+
+def frozen_claimer(queue, claimed, release, outcome):
+    """Claim inside a transaction, then stall in it (a paused worker) until `release` is set."""
+    try:
+        with transaction.atomic():
+            outcome["leases"] = claims.claim([queue], 10, "frozen")
+            claimed.set()
+            release.wait(60)
+        outcome["end"] = "committed"
+    except DatabaseError:
+        outcome["end"] = "cut off by the server"
+    finally:
+        claimed.set()
+        connection.close()
+
+
+@pytest.mark.skipif("not is_postgres()", reason="row locks and session timeouts are PostgreSQL's")
+def test_a_claimer_frozen_in_its_transaction_stalls_no_other_tenant_and_not_its_own_for_long(
+    acme, globex, make_job, make_run, monkeypatch
+):
+    monkeypatch.setattr(claims, "CLAIM_IDLE_TIMEOUT", "2s")
+    now = dt_now()
+    acme_runs = [make_run(make_job(acme, "acme.job", queue="q", overlap_policy="allow"), due_at=now)]
+    claimed, release, outcome = threading.Event(), threading.Event(), {}
+    frozen = threading.Thread(target=frozen_claimer, args=("q", claimed, release, outcome))
+    frozen.start()
+    try:
+        claimed.wait(30)
+        assert [lease.run_id for lease in outcome["leases"]] == [acme_runs[0].pk]
+        globex_run = make_run(make_job(globex, "globex.job", queue="q", overlap_policy="allow"), due_at=now)
+        # acme's row is locked by the frozen claim: this claim passes it over instead of waiting.
+        assert [lease.run_id for lease in claims.claim(["q"], 10, "alive")] == [globex_run.pk]
+        # The server ends the frozen transaction; its lease never happened, and acme's run is served.
+        taken = wait_until(lambda: claims.claim(["q"], 10, "alive"), timeout=30, message="acme's run to be claimed")
+        assert [lease.run_id for lease in taken] == [acme_runs[0].pk]
+    finally:
+        release.set()
+        frozen.join(60)
+    assert outcome["end"] == "cut off by the server"
+    assert Run.objects.get(pk=acme_runs[0].pk).worker_id == "alive"
+
+
+def greedy_claimer(queue, start, leased):
+    """Claim 30 times, never completing (an empty claim may just mean another holds the tenant)."""
+    try:
+        start.wait(30)
+        for _ in range(30):
+            leased.extend(lease.run_id for lease in claims.claim([queue], 3, f"greedy-{threading.get_ident()}"))
+    finally:
+        connection.close()
+
+
+def test_racing_claimers_never_lease_past_a_tenants_concurrent_cap(acme, make_job):
+    Tenant.objects.filter(pk=acme.pk).update(max_concurrent_runs=7)
+    insert_runs(make_job(acme, "capped", queue="capped", overlap_policy="allow"), dt_now(), 200)
+    start, leased = threading.Event(), []
+    threads = [threading.Thread(target=greedy_claimer, args=("capped", start, leased)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    start.set()
+    for thread in threads:
+        thread.join(120)
+    assert Run.objects.filter(tenant=acme, state="leased").count() == 7
+    assert len(leased) == len(set(leased)) == 7
 
 
 def dt_now():

@@ -9,8 +9,10 @@ import datetime as dt
 import pytest
 
 from dlq.models import DeadLetter
-from jobs.models import AuditEntry, JobDefinition
+from jobs.models import AuditEntry, JobDefinition, Tenant
+from jobs.quotas import QuotaExceeded
 from runs import controls, materialize
+from runs.enqueue import Quota
 from runs.models import Run
 from tests.conftest import NOW
 
@@ -135,3 +137,22 @@ def test_it_replays_and_discards_dead_letters_with_an_audit_entry_each(acme, mak
     assert Run.objects.get(pk=letters[0].run_id).state == "scheduled"
     assert Run.objects.get(pk=letters[1].run_id).state == "dead", "a discarded run stays dead"
     assert audited("replay") == [str(letters[0].pk)] and audited("discard") == [str(letters[1].pk)]
+
+
+def test_it_triggers_nothing_when_the_tenant_is_at_its_pending_quota(acme, make_job, make_run):
+    job = make_job(acme, "live")
+    make_run(job, due_at=NOW)
+    Tenant.objects.filter(pk=acme.pk).update(max_pending_runs=1)
+    with pytest.raises(QuotaExceeded) as refused:
+        controls.trigger_many(JobDefinition.objects.all(), actor="user:alice", now=NOW, quota=Quota.ENQUEUE)
+    assert refused.value.quota == "max_pending_runs"
+    assert not Run.objects.filter(origin="trigger").exists() and not AuditEntry.objects.filter(action="trigger")
+
+
+def test_it_counts_the_portals_triggers_against_the_enqueue_rate(acme, make_job):
+    make_job(acme, "one"), make_job(acme, "two")
+    Tenant.objects.filter(pk=acme.pk).update(enqueue_rate_per_minute=2)
+    controls.trigger_many(JobDefinition.objects.all(), actor="user:alice", now=NOW, quota=Quota.ENQUEUE)
+    with pytest.raises(QuotaExceeded) as refused:
+        controls.trigger_many(JobDefinition.objects.all(), actor="user:alice", now=NOW, quota=Quota.ENQUEUE)
+    assert refused.value.quota == "enqueue_rate_per_minute"

@@ -4,7 +4,7 @@ import datetime as dt
 
 from jobs import cron
 from jobs.definitions import save_definition
-from jobs.models import JobDefinition
+from jobs.models import JobDefinition, Tenant
 from runs import materialize
 from runs.models import Run
 
@@ -148,3 +148,33 @@ def test_it_runs_an_at_job_once(acme):
     assert scheduled(job) == [T0 + minutes(5)]
     job.refresh_from_db()
     assert job.next_due_at is None
+
+
+def test_it_records_occurrences_over_the_pending_quota_skipped_and_moves_on(every_minute):
+    # Deferring them would burst onto the queue once acme's runs drain; skipped says why they did not run.
+    Tenant.objects.filter(pk=every_minute.tenant_id).update(max_pending_runs=1)
+    result = materialize.materialize(T0, lookahead=120)
+    assert (result.inserted, result.skipped) == (1, 1)
+    assert scheduled(every_minute) == [T0]
+    (capped,) = skipped(every_minute)
+    assert (capped.due_at, capped.covers_until) == (T0 + minutes(1), T0 + minutes(2))
+    assert capped.reason.startswith("quota: max_pending_runs (at most 1 runs waiting or running): 2 occurrences")
+    every_minute.refresh_from_db()
+    assert every_minute.next_due_at == T0 + minutes(3)
+
+
+def test_it_shares_the_tenants_pending_room_between_its_jobs_in_one_pass(acme, every_minute):
+    other = JobDefinition(
+        tenant=acme,
+        name="pong",
+        schedule_kind="cron",
+        cron_expr="* * * * *",
+        time_zone="UTC",
+        target_kind="python",
+        target_ref="tests.handlers.noop",
+    )
+    save_definition(other, "test", now=T0 - minutes(1) + dt.timedelta(seconds=30))
+    Tenant.objects.filter(pk=acme.pk).update(max_pending_runs=1)
+    materialize.materialize(T0, lookahead=0)
+    assert Run.objects.filter(tenant=acme, state="scheduled").count() == 1
+    assert Run.objects.get(tenant=acme, state="skipped").reason.startswith("quota: max_pending_runs")

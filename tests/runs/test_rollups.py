@@ -46,6 +46,22 @@ def test_it_waits_for_attempts_that_just_ended(acme, make_job, make_run, make_at
     assert rollups.tick(now + rollups.SETTLE + dt.timedelta(seconds=1)) == 1
 
 
+def test_it_measures_a_run_created_after_its_due_time_from_its_creation(acme, make_job, make_run, make_attempt, clock):
+    """A one-off run for a time already past is not hours late: it could not start before it existed."""
+    now = clock.advance(minutes=30)
+    run = make_run(
+        make_job(acme, "a.job"),
+        state="succeeded",
+        due_at=now - dt.timedelta(hours=3),
+        created_at=now - dt.timedelta(minutes=5),
+    )
+    make_attempt(run, late=dt.timedelta(hours=3, minutes=-5, seconds=2), ended=now - dt.timedelta(minutes=4))
+
+    assert rollups.tick(now) == 1
+
+    assert JobHour.objects.get(job=run.job).lateness_ms_max == 2000
+
+
 def test_it_counts_retries_outcomes_but_lateness_only_for_first_attempts(acme, make_job, make_run, make_attempt, clock):
     now = clock.now
     run = make_run(make_job(acme, "a.job"), state="succeeded", due_at=now - dt.timedelta(minutes=5), attempt=2)

@@ -3,7 +3,12 @@
 import inspect
 import re
 
+import psycopg
+import pytest
+from django.db import OperationalError, connection
+
 from runs import claims, enqueue, shards, sql, transitions
+from tests.conftest import engine_env
 
 
 def test_both_dialects_have_the_same_queries():
@@ -25,3 +30,15 @@ def test_a_query_of_several_statements_is_split_at_the_end_of_each():
     statements = sql.load("sqlite")["complete_runs"]
     assert [s.split()[0] for s in statements] == ["WITH", "WITH", "WITH"]
     assert all(";" not in s for s in statements)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a backend to terminate")
+def test_a_terminated_connection_raises_djangos_error_once_and_the_next_query_reconnects():
+    shards.next_fencing_tokens(1)
+    with psycopg.connect(engine_env()["DATABASE_URL"], autocommit=True) as operator:
+        operator.execute("SELECT pg_terminate_backend(%s)", [connection.connection.info.backend_pid])
+    with pytest.raises(OperationalError):  # Django's, which the loops catch; not psycopg's
+        shards.next_fencing_tokens(1)
+    assert connection.connection is None, "the broken connection was closed"
+    assert len(shards.next_fencing_tokens(1)) == 1

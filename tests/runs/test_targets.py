@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from runs import targets
-from runs.targets import Context
+from runs.targets import Attempt
 
 
 def context(**fields):
@@ -22,7 +22,7 @@ def context(**fields):
         due_at=dt.datetime(2026, 6, 1, 9, tzinfo=dt.UTC),
     )
     values.update(fields)
-    return Context(**values)
+    return Attempt(**values)
 
 
 class Endpoint(http.server.BaseHTTPRequestHandler):
@@ -61,13 +61,45 @@ def test_it_fails_with_a_retry_when_a_python_handler_raises():
 
 
 def test_it_skips_the_retries_on_a_permanent_error():
-    outcome = targets.execute("python", "examples.demo_handlers.rejects_bad_input", context(), 10)
+    outcome = targets.execute("python", "examples.demo_handlers.rejects_bad_input", context(payload={}), 10)
     assert (outcome.outcome, outcome.retryable) == ("failed", False)
 
 
-def test_it_reports_a_handler_that_cannot_be_imported():
+def test_it_fails_without_retries_a_target_that_is_not_a_registered_task():
     outcome = targets.execute("python", "tests.handlers.missing", context(), 10)
-    assert outcome.outcome == "failed" and "cannot import" in outcome.error
+    assert (outcome.outcome, outcome.retryable) == ("failed", False)
+    assert outcome.error.startswith("not a registered task: 'tests.handlers.missing' is not a Django task")
+
+
+def test_it_does_not_import_a_module_the_operator_no_longer_lists(settings):
+    settings.DUETIME_TASK_MODULES = []
+    outcome = targets.execute("python", "tests.handlers.noop", context(), 10)
+    assert (outcome.outcome, outcome.retryable) == ("failed", False)
+    assert "is not a registered task module" in outcome.error
+
+
+def test_it_passes_the_payload_as_keyword_arguments_and_the_duetime_context(tmp_path):
+    report = tmp_path / "seen.json"
+    run = context(payload={"report": str(report), "account": 1}, attempt=2)
+    assert targets.execute("python", "tests.handlers.echo", run, 10).outcome == "succeeded"
+    assert json.loads(report.read_text()) == {
+        "payload": {"account": 1},
+        "run_id": 7,
+        "attempt": 2,
+        "idempotency_key": "billing.export@2026-06-01T11:00:00+02:00",
+        "fencing_token": 42,
+        "due_at": "2026-06-01T09:00:00+00:00",
+        "lease_lost": False,
+        "task_name": "echo",
+        "django_context": True,
+        "result_id": "7",
+    }
+
+
+def test_it_fails_without_retries_a_payload_the_task_does_not_take():
+    outcome = targets.execute("python", "tests.handlers.sleep", context(payload={"hours": 1}), 10)
+    assert (outcome.outcome, outcome.retryable) == ("failed", False)
+    assert "the payload does not match tests.handlers.sleep(seconds)" in outcome.error
 
 
 def test_it_posts_the_payload_with_the_idempotency_key_and_fencing_token(endpoint, settings):

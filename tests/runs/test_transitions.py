@@ -255,3 +255,14 @@ def test_every_listed_move_is_made_by_a_declared_function_and_nothing_else():
     for function in vars(transitions).values():
         declared |= getattr(function, "moves", frozenset())
     assert declared == set(TRANSITIONS)
+
+
+def test_it_stores_a_handlers_error_with_its_credentials_redacted(job, make_run):
+    run, lease = lease_one(job, make_run)
+    error = "Traceback ...\nOperationalError: postgres://billing:hunter2@db.internal/x refused AKIAIOSFODNN7EXAMPLE"
+    assert transitions.complete(run.pk, lease.fencing_token, "failed", error, retryable=False, now=at(1)) == "dead"
+    expected = "Traceback ...\nOperationalError: postgres://billing:[REDACTED]@db.internal/x refused [REDACTED]"
+    run.refresh_from_db()
+    assert run.last_error == expected
+    assert Attempt.objects.get(run=run).error == expected
+    assert DeadLetter.objects.get(run=run).last_error == expected

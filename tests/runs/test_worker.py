@@ -1,8 +1,12 @@
 """The worker step, in-process (threads, the real database): claim, execute, heartbeat, complete, drain."""
 
-import pytest
+import datetime as dt
 
-from runs import enqueue
+import pytest
+from django.db import OperationalError, connection
+from django.utils import timezone
+
+from runs import enqueue, transitions
 from runs.models import Attempt, Run
 from runs.worker import Worker
 from tests.waiting import wait_until
@@ -57,3 +61,100 @@ def test_it_releases_what_it_holds_when_drained(acme, make_job, tmp_path):
     assert worker.drain(grace_seconds=0.2) == 1
     run.refresh_from_db()
     assert (run.state, run.attempt) == ("scheduled", 0), "the attempt is given back, not spent"
+
+
+def test_a_long_run_does_not_hold_up_short_runs_due_with_it(acme, make_job, tmp_path):
+    long_job = make_job(
+        acme, "long", target_ref="tests.handlers.hold_then_report", payload={"report": str(tmp_path), "hold": 30}
+    )
+    short = make_job(acme, "short", overlap_policy="allow")
+    enqueue.enqueue(long_job)
+    worker = Worker(["default"], concurrency=10)  # the default batch (100) is larger than the slots
+    try:
+        drive(worker, lambda: (tmp_path / "1.started").exists())
+        due = timezone.now()
+        enqueue.insert_runs(enqueue.build_runs(short, [due + dt.timedelta(microseconds=i) for i in range(50)]))
+        drive(worker, lambda: Run.objects.filter(job=short, state="succeeded").count() == 50, timeout=40)
+        assert Run.objects.get(job=long_job).state == "leased", "the long run is still running"
+    finally:
+        worker.drain(0.2)  # releases the long run, whose handler then stops
+    late = [run.finished_at - run.due_at for run in Run.objects.filter(job=short)]
+    assert max(late) < dt.timedelta(seconds=5), "the short runs waited for the long one"
+
+
+def test_it_leaves_external_runs_to_their_own_consumers(acme, make_job):
+    external = make_job(acme, "pulled", target_kind="external", target_ref="")
+    python = make_job(acme, "pushed")
+    outside, _ = enqueue.enqueue(external)
+    enqueue.enqueue(python)
+    worker = Worker(["default"], concurrency=2)
+    try:
+        drive(worker, lambda: Run.objects.filter(job=python, state="succeeded").exists())
+        assert worker.tick().claimed == 0
+    finally:
+        worker.drain(1)
+    outside.refresh_from_db()
+    assert (outside.state, outside.attempt) == ("scheduled", 0)
+
+
+def failing_first(function, times, error=OperationalError("server closed the connection unexpectedly")):
+    """`function`, except that its first `times` calls raise `error`."""
+    calls = []
+
+    def flaky(*args, **kwargs):
+        calls.append(args)
+        if len(calls) <= times:
+            raise error
+        return function(*args, **kwargs)
+
+    flaky.calls = calls
+    return flaky
+
+
+def test_a_completion_that_fails_on_the_database_is_reported_again_not_lost(acme, make_job, monkeypatch):
+    run, _ = enqueue.enqueue(make_job(acme, "ping"))
+    monkeypatch.setattr(transitions, "complete_many", failing_first(transitions.complete_many, times=2))
+    worker = Worker(["default"], concurrency=1)
+    failures = []
+
+    def tick_through_errors():
+        try:
+            worker.tick()
+        except OperationalError as exc:  # what run_loop catches, logs and tries again a second later
+            failures.append(exc)
+        worker.wait(0.05)
+        return Run.objects.get(pk=run.pk).state == "succeeded"
+
+    try:
+        wait_until(tick_through_errors, interval=0, message="the completion to land")
+    finally:
+        worker.drain(5)
+    assert len(failures) == 2
+    assert list(Attempt.objects.filter(run=run).values_list("outcome", flat=True)) == ["succeeded"]
+    assert worker.inflight == {}
+
+
+def test_heartbeats_outlive_database_errors_and_the_handler_never_sees_them(acme, make_job, monkeypatch):
+    job = make_job(acme, "long", target_ref="tests.handlers.beat", payload={"seconds": 3})
+    run, _ = enqueue.enqueue(job)
+    # The first beats fail, whether the heartbeat thread sends them or the handler (ctx.heartbeat()).
+    monkeypatch.setattr(transitions, "heartbeat", failing_first(transitions.heartbeat, times=4))
+    worker = Worker(["default"], concurrency=1, lease_seconds=2, heartbeat_seconds=0.5)
+    try:
+        drive(worker, lambda: Run.objects.get(pk=run.pk).state == "succeeded")
+        assert worker._heartbeat_thread.is_alive()
+    finally:
+        worker.pool.submit(lambda: connection.close()).result()  # in the pool's one thread, as its exit would
+        worker.drain(5)
+    assert list(Attempt.objects.filter(run=run).values_list("outcome", flat=True)) == ["succeeded"]
+
+
+def test_the_heartbeat_thread_outlives_any_failure(acme, make_job, monkeypatch):
+    worker = Worker(["default"], concurrency=1, heartbeat_seconds=0.1)
+    beat = failing_first(worker._beat, times=3, error=RuntimeError("a bug"))
+    monkeypatch.setattr(worker, "_beat", beat)
+    try:
+        wait_until(lambda: len(beat.calls) > 4, message="beats after the failures")
+        assert worker._heartbeat_thread.is_alive()
+    finally:
+        worker.drain(1)

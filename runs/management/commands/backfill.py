@@ -1,7 +1,8 @@
 """`manage.py backfill JOB --tenant T --start ... --end ... [--max-runs N]`: run a window of a cron job's past occurrences again.
 
 The same service as the portal's backfill action (runs.backfill.backfill):
-the same plan, cap, audit record and origin `backfill`. Shows a progress bar
+the same plan, cap, audit record and origin `backfill`, and the tenant's
+pending-run quota, checked for the whole window first. Shows a progress bar
 while the runs are created.
 """
 
@@ -15,7 +16,9 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from jobs.models import JobDefinition
+from jobs.quotas import QuotaExceeded
 from runs import backfill
+from runs.enqueue import Quota
 
 BAR_WIDTH = 30
 
@@ -63,9 +66,12 @@ class Command(BaseCommand):
                 max_runs=max_runs,
                 note=note,
                 progress=self.progress,
+                quota=Quota.PENDING,
             )
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages))
+        except QuotaExceeded as exc:
+            raise CommandError(f"capped by quota, no run created: {exc}")
         self.stdout.write("")
         more = f" (capped at {max_runs}; the window holds more occurrences)" if truncated else ""
         self.stdout.write(self.style.SUCCESS(f"Created {len(runs)} run(s) of {tenant}/{job}{more}."))

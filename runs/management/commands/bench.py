@@ -5,14 +5,16 @@ from django.db import connection
 
 
 def _workloads():
-    from bench import explain, portal
+    from bench import explain, portal, startup
     from bench.workloads import WORKLOADS
 
-    return {**WORKLOADS, "explain": explain.run, "portal": portal.run}
+    return {**WORKLOADS, "explain": explain.run, "portal": portal.run, "startup": startup.run}
 
 
 class Command(BaseCommand):
-    help = "Measure Duetime: drain, steady, spike, backlog, explain, portal. Last line: one JSON object."
+    help = (
+        "Measure Duetime: drain, steady, spike, backlog, tenants, explain, portal, startup. Last line: one JSON object."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("workload")
@@ -20,11 +22,16 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, default=2)
         parser.add_argument("--concurrency", type=int, default=200, help="Slots per worker process.")
         parser.add_argument("--batch", type=int, default=100, help="Runs per claim.")
+        parser.add_argument("--pool", choices=["threads", "processes"], default="threads", help="run_worker --pool.")
         parser.add_argument("--rate", type=float, default=1000.0)
         parser.add_argument("--seconds", type=float, default=10.0)
         parser.add_argument("--future", type=int, default=1_000_000)
         parser.add_argument("--timeout", type=float, default=300.0)
-        parser.add_argument("--repeat", type=int, default=3, help="backlog: drains per side, compared by median.")
+        parser.add_argument(
+            "--repeat", type=int, default=3, help="backlog, tenants: drains per side, compared by median."
+        )
+        parser.add_argument("--tenants", type=int, default=100_000, help="tenants: tenants in all, idle but --active.")
+        parser.add_argument("--active", type=int, default=100, help="tenants: tenants with work.")
 
     def handle(self, *args, workload, **options):
         workloads = _workloads()

@@ -1,3 +1,11 @@
+"""Web, scheduler and worker in one command, each a child process kept up by this one.
+
+A child that dies is started again after a back-off that doubles from 1 s to
+60 s while it keeps dying, and is back to 1 s once the child has stayed up for
+a minute: a crash loop (the database down, a bad deploy) costs one start a
+minute, a rare crash is repaired at once. SIGTERM or Ctrl-C stops them all.
+"""
+
 import os
 import signal
 import socket
@@ -9,9 +17,59 @@ from django.core.management.base import BaseCommand
 
 from runs.loop import GracefulStop
 
+FIRST_BACKOFF = 1.0
+MAX_BACKOFF = 60.0
+STEADY_SECONDS = 60.0
+
+
+def next_backoff(backoff, uptime):
+    """Seconds to wait before restarting a child that died after `uptime` s; `backoff` was the last wait."""
+    if uptime >= STEADY_SECONDS:
+        return FIRST_BACKOFF
+    return min(backoff * 2, MAX_BACKOFF)
+
+
+class Child:
+    """One supervised process: started, watched, restarted after its back-off, stopped."""
+
+    def __init__(self, name, command, say):
+        self.name, self.command, self.say = name, command, say
+        self.backoff = FIRST_BACKOFF / 2  # doubled at the first death
+        self.restart_at = None
+        self.start()
+
+    def start(self):
+        self.process = subprocess.Popen(self.command, env=os.environ.copy())
+        self.started = time.monotonic()
+        self.restart_at = None
+
+    def watch(self, now):
+        """Notice a death (and schedule the restart) or restart once the back-off passed; call often."""
+        if self.restart_at is not None:
+            if now >= self.restart_at:
+                self.say(f"restarting {self.name}")
+                self.start()
+        elif self.process.poll() is not None:
+            self.backoff = next_backoff(self.backoff, now - self.started)
+            self.restart_at = now + self.backoff
+            self.say(f"{self.name} exited with code {self.process.returncode}; restarting in {self.backoff:g} s")
+
+    def terminate(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+
+    def wait(self, deadline):
+        """Wait for it to exit; SIGKILL if it is still running at `deadline` (time.monotonic())."""
+        try:
+            self.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
 
 class Command(BaseCommand):
-    help = "Web (ASGI), scheduler and worker in one command: for a first look and small installs."
+    help = (
+        "Web (ASGI), scheduler and worker in one command, restarted if they die: for a first look and small installs."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
@@ -28,9 +86,8 @@ class Command(BaseCommand):
             "worker": manage + ["run_worker", "--queues", queues, "--concurrency", str(concurrency)],
         }
         stop = GracefulStop()
-        children = {name: subprocess.Popen(cmd, env=os.environ.copy()) for name, cmd in commands.items()}
+        children = [Child(name, command, self.say) for name, command in commands.items()]
         announced = False
-        exit_code = 0
         while not stop.requested:
             if not announced and accepts_connections(host, port):
                 # Printed only now, so the URL works the moment a user reads it.
@@ -38,22 +95,18 @@ class Command(BaseCommand):
                 self.stdout.write("\n".join(lines + ([f"  {banner}", ""] if banner else [""])))
                 self.stdout.flush()
                 announced = True
-            for name, child in children.items():
-                if child.poll() is not None:
-                    self.stderr.write(f"{name} exited with code {child.returncode}; stopping the others")
-                    exit_code = 1
-                    stop.event.set()
+            for child in children:
+                child.watch(time.monotonic())
             stop.sleep(0.5 if announced else 0.1)
-        for child in children.values():
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 35
-        for child in children.values():
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.kill()
-        sys.exit(exit_code)
+        for child in children:
+            child.terminate()
+        deadline = time.monotonic() + 35  # the worker's grace (30 s) to finish what runs
+        for child in children:
+            child.wait(deadline)
+
+    def say(self, line):
+        self.stderr.write(line)
+        self.stderr.flush()
 
 
 def accepts_connections(host, port):

@@ -5,12 +5,15 @@ import socket
 from django.core.management.base import BaseCommand
 
 from runs import scheduler, shards
-from runs.loop import GracefulStop, run_loop
+from runs.loop import DATABASE_ERRORS, GracefulStop, run_loop
 
 log = logging.getLogger("duetime.scheduler")
 
 
 class Command(BaseCommand):
+    # Only Duetime's knobs (scheduler_project/checks.py): `manage.py check` covers the rest, and a
+    # replacement process must start fast.
+    requires_system_checks = ["duetime"]
     help = "Materialise cron runs ahead, apply missed-run policies, reap expired leases; loops at most 1 s apart."
 
     def add_arguments(self, parser):
@@ -32,7 +35,10 @@ class Command(BaseCommand):
             log=log,
             name=f"scheduler {owner}",
         )
-        shards.release(owner)
+        try:
+            shards.release(owner)
+        except DATABASE_ERRORS:  # the database is away: the shards are taken over once their leases expire
+            log.exception("scheduler %s: could not give its shards back", owner)
         log.info("scheduler %s stopped", owner)
 
     def step(self, owner):

@@ -4,17 +4,27 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.loop import GracefulStop, run_loop
-from runs.worker import Worker
+from runs.worker import POOL_THREADS, POOLS, Worker
 
 log = logging.getLogger("duetime.worker")
 
 
 class Command(BaseCommand):
+    # Only Duetime's knobs (scheduler_project/checks.py): `manage.py check` covers the rest, and a
+    # replacement process must start fast.
+    requires_system_checks = ["duetime"]
     help = "Claim due runs of the given queues in batches and execute their python and http targets."
 
     def add_arguments(self, parser):
         parser.add_argument("--queues", default="default", help="Comma-separated queues to serve.")
-        parser.add_argument("--concurrency", type=int, default=10, help="Runs executed at once (threads).")
+        parser.add_argument("--concurrency", type=int, default=10, help="Runs executed at once (slots).")
+        parser.add_argument(
+            "--pool",
+            choices=POOLS,
+            default=POOL_THREADS,
+            help="threads: handlers run in this process, timeouts are soft (for I/O-bound handlers); "
+            "processes: one child process per slot, killed at timeout_seconds, a crash fails only its attempt.",
+        )
         parser.add_argument("--batch", type=int, default=0, help="Most runs per claim (default DUETIME_CLAIM_BATCH).")
         parser.add_argument(
             "--poll", type=float, default=0, help="Seconds between claims when idle (default DUETIME_POLL_SECONDS)."
@@ -23,7 +33,7 @@ class Command(BaseCommand):
         parser.add_argument("--worker-id", default="", help="Name recorded on leases (default host:pid).")
         parser.add_argument("--once", action="store_true", help="Claim once, wait for those runs, complete, exit.")
 
-    def handle(self, *args, queues, concurrency, batch, poll, grace, worker_id, once, **options):
+    def handle(self, *args, queues, concurrency, pool, batch, poll, grace, worker_id, once, **options):
         queue_list = [q.strip() for q in queues.split(",") if q.strip()]
         if not queue_list:
             raise CommandError("--queues needs at least one queue name")
@@ -31,8 +41,8 @@ class Command(BaseCommand):
             raise CommandError("--concurrency must be at least 1")
         poll = poll or settings.DUETIME_POLL_SECONDS
         stop = GracefulStop()
-        worker = Worker(queue_list, concurrency, worker_id=worker_id or None, batch=batch or None)
-        log.info("worker %s serving %s with %d slots", worker.worker_id, ",".join(queue_list), concurrency)
+        worker = Worker(queue_list, concurrency, worker_id=worker_id or None, batch=batch or None, pool=pool)
+        log.info("worker %s serving %s with %d slots (%s)", worker.worker_id, ",".join(queue_list), concurrency, pool)
         # A failed tick committed nothing: the leases of runs it finished expire and are retried.
         run_loop(
             worker.tick,

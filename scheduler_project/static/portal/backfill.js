@@ -32,6 +32,10 @@
     });
   }, Promise.resolve()).then(function () {
     done.textContent = "Backfill done: " + created + " run(s) created.";
+    // The heading and the tab said "in progress" until now.
+    var heading = document.querySelector("#content h1");
+    if (heading) { heading.textContent = "Backfill done"; }
+    document.title = document.title.replace("Backfill in progress", "Backfill done");
     document.body.setAttribute("data-backfill", "done");
   });
 })();

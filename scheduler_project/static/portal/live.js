@@ -73,7 +73,7 @@
       if (message.type !== "changed") { return; }
       var tenant = document.querySelector("[data-live-tenant]");
       var wanted = tenant && tenant.getAttribute("data-live-tenant");
-      if (wanted && message.tenants && message.tenants.indexOf(Number(wanted)) === -1) { return; }
+      if (wanted && wanted !== "all" && message.tenants && message.tenants.indexOf(Number(wanted)) === -1) { return; }
       schedule();
     };
     socket.onclose = function () {

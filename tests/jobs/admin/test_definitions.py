@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.models import AuditEntry, JobDefinition
+from jobs.models import AuditEntry, JobDefinition, Tenant
 from runs.materialize import materialize
 from runs.models import CLAIMABLE_STATES, Run
 from runs.rollups import tick
@@ -203,3 +203,120 @@ def test_it_pauses_all_ten_thousand_jobs_selected_across_pages_and_audits_each(a
     confirm(as_carol, CHANGELIST + "?tenant=" + str(acme.pk), "pause_jobs", ids, select_across="1", note="freeze")
     assert JobDefinition.objects.filter(tenant=acme, status="paused").count() == 10_000
     assert AuditEntry.objects.filter(action="pause", note="freeze").count() == 10_000
+
+
+def test_it_says_capped_by_quota_when_a_trigger_would_pass_the_pending_quota(as_alice, acme, nightly, make_run):
+    make_run(nightly)
+    Tenant.objects.filter(pk=acme.pk).update(max_pending_runs=1)
+    confirm(as_alice, CHANGELIST, "trigger_jobs", [nightly.pk], note="now")
+    page = as_alice.get(CHANGELIST).content.decode()
+    assert "Nothing triggered: capped by quota. Tenant acme may have 1 runs" in page
+    assert not Run.objects.filter(job=nightly, origin="trigger").exists()
+
+
+def test_it_stops_a_backfill_capped_by_quota(as_alice, acme, nightly, clock):
+    Tenant.objects.filter(pk=acme.pk).update(max_pending_runs=3)
+    end = clock.ago(hours=1)
+    answer = as_alice.post(
+        reverse("admin:jobs_jobdefinition_backfill_step"),
+        {
+            "job": nightly.pk,
+            "cursor": (end - dt.timedelta(days=10)).isoformat(),
+            "end": end.isoformat(),
+            "remaining": 7,
+        },
+    )
+    assert answer.status_code == 429
+    assert answer.json()["error"].startswith("capped by quota: Tenant acme may have 3 runs")
+    assert not Run.objects.filter(job=nightly).exists()
+
+
+def test_it_refuses_a_new_job_over_the_definitions_quota_in_the_add_form(as_alice, acme, nightly):
+    Tenant.objects.filter(pk=acme.pk).update(max_definitions=1)
+    response = as_alice.post(reverse("admin:jobs_jobdefinition_add"), job_form(acme, "reports.daily"))
+    assert response.status_code == 200
+    assert "Capped by quota: Tenant acme may have 1 job definitions" in response.content.decode()
+    assert not JobDefinition.objects.filter(name="reports.daily").exists()
+
+
+def test_it_refuses_a_task_module_the_tenant_is_not_allowed_in_the_add_form(as_alice, acme):
+    response = as_alice.post(
+        reverse("admin:jobs_jobdefinition_add"),
+        job_form(acme, "reports.demo", target_ref="examples.demo_handlers.hello"),
+    )
+    page = response.content.decode()
+    assert response.status_code == 200 and "errorlist" in page
+    assert "may not run tasks from" in page and "DUETIME_TASK_MODULES" in page
+    assert not JobDefinition.objects.filter(name="reports.demo").exists()
+
+
+def test_it_lets_a_superuser_allow_task_modules_and_audits_it(as_carol, acme):
+    form = {
+        "name": "acme",
+        "max_definitions": "1000",
+        "max_pending_runs": "1000000",
+        "max_concurrent_runs": "1000",
+        "enqueue_rate_per_minute": "60000",
+        "task_module_prefixes": "tests.handlers\nexamples.demo_handlers",
+    }
+    response = as_carol.post(reverse("admin:jobs_tenant_change", args=[acme.pk]), form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    acme.refresh_from_db()
+    assert acme.task_prefixes == ["tests.handlers", "examples.demo_handlers"]
+    entry = AuditEntry.objects.get(action="update", object_type="jobs.tenant")
+    assert (entry.actor, entry.tenant) == ("user:carol", acme)
+    assert entry.detail["task_module_prefixes"]["added"] == ["examples.demo_handlers"]
+
+
+def test_it_does_not_let_a_tenant_member_change_its_task_modules(as_alice, acme):
+    response = as_alice.post(reverse("admin:jobs_tenant_change", args=[acme.pk]), {"task_module_prefixes": "os"})
+    assert response.status_code in (302, 403)
+    acme.refresh_from_db()
+    assert acme.task_prefixes == ["tests.handlers"]
+
+
+def test_it_audits_a_tenant_edit_with_the_diff_of_quotas_members_and_task_prefixes(as_carol, acme, alice, bob):
+    before = AuditEntry.objects.filter(action="update").count()
+    form = {
+        "name": "acme",
+        "max_definitions": "1000",
+        "max_pending_runs": "5000",
+        "max_concurrent_runs": "1000",
+        "enqueue_rate_per_minute": "600",
+        "task_module_prefixes": acme.task_module_prefixes + "\nreports.tasks",
+        "members": [str(bob.pk)],
+    }
+    response = as_carol.post(reverse("admin:jobs_tenant_change", args=[acme.pk]), form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    entry = AuditEntry.objects.filter(action="update").latest("id")
+    assert AuditEntry.objects.filter(action="update").count() == before + 1
+    assert (entry.actor, entry.tenant, entry.object_type) == ("user:carol", acme, "jobs.tenant")
+    assert entry.detail["max_pending_runs"] == {"before": 1_000_000, "after": 5000}
+    assert entry.detail["enqueue_rate_per_minute"] == {"before": 60_000, "after": 600}
+    assert entry.detail["members"] == {"before": ["alice"], "after": ["bob"], "added": ["bob"], "removed": ["alice"]}
+    assert entry.detail["task_module_prefixes"]["added"] == ["reports.tasks"]
+    assert "max_definitions" not in entry.detail and "name" not in entry.detail
+
+
+def test_it_audits_a_new_tenant_with_its_quotas(as_carol):
+    form = {
+        "name": "initech",
+        "max_definitions": "10",
+        "max_pending_runs": "100",
+        "max_concurrent_runs": "5",
+        "enqueue_rate_per_minute": "60",
+        "task_module_prefixes": "",
+    }
+    response = as_carol.post(reverse("admin:jobs_tenant_add"), form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    entry = AuditEntry.objects.get(action="create", object_type="jobs.tenant")
+    assert entry.tenant.name == "initech"
+    assert entry.detail["max_pending_runs"] == {"before": None, "after": 100}
+
+
+def test_it_counts_the_runs_a_resume_releases(as_alice, nightly, make_run, wall_clock):
+    make_run(nightly, due_at=wall_clock.ahead(minutes=30))  # the real clock: the action reads it
+    make_run(nightly, due_at=wall_clock.ahead(minutes=40))
+    JobDefinition.objects.filter(pk=nightly.pk).update(status="paused")
+    page = action(as_alice, CHANGELIST, "resume_jobs", [nightly.pk]).content.decode()
+    assert "2 run(s) scheduled before the pause become claimable again at once." in page

@@ -44,7 +44,7 @@ def test_it_maps_every_body_field_onto_the_definition(api, acme_team, acme):
             "kind": "cron", "cron": "*/15 * * * *", "time_zone": "America/New_York", "jitter_seconds": 30,
             "missed_run_policy": "skip", "starting_deadline_seconds": 120,
         },
-        "target": {"kind": "python", "ref": "billing.tasks.export"},
+        "target": {"kind": "python", "ref": "tests.handlers.noop"},
         "queue": "billing",
         "priority": "critical",
         "timeout_seconds": 60,
@@ -59,7 +59,7 @@ def test_it_maps_every_body_field_onto_the_definition(api, acme_team, acme):
     job = JobDefinition.objects.get(tenant=acme, name="billing.export")
     assert (job.cron_expr, job.time_zone, job.jitter_seconds) == ("*/15 * * * *", "America/New_York", 30)
     assert (job.missed_run_policy, job.starting_deadline_seconds) == ("skip", 120)
-    assert (job.target_kind, job.target_ref, job.queue) == ("python", "billing.tasks.export", "billing")
+    assert (job.target_kind, job.target_ref, job.queue) == ("python", "tests.handlers.noop", "billing")
     assert (job.priority, job.timeout_seconds, job.concurrency) == (JobDefinition.Priority.CRITICAL, 60, 2)
     assert (job.max_attempts, job.retry_base_seconds, job.retry_max_seconds) == (3, 5, 50)
     assert (job.overlap_policy, job.payload) == ("allow", {"format": "pdf"})
@@ -263,3 +263,35 @@ def test_it_creates_a_job_once_under_concurrent_puts(api, acme_team, acme):
     assert sorted(answers) == [200] * 5 + [201]
     job = JobDefinition.objects.get(tenant=acme, name="billing.export")
     assert job.version == 1
+
+
+def test_it_refuses_a_target_that_is_not_a_registered_task_of_the_tenant(api, acme_team):
+    plain = api.put(
+        "/v1/jobs/billing.plain", token=acme_team, json=on_demand(target={"kind": "python", "ref": "os.system"})
+    )
+    problem = assert_problem(plain, 400, "validation-error")
+    (error,) = problem["errors"]
+    assert error["field"] == "target.ref"
+    assert "may not run tasks from 'os'" in error["detail"] and "@task" in error["detail"]
+    untasked = api.put(
+        "/v1/jobs/billing.untasked",
+        token=acme_team,
+        json=on_demand(target={"kind": "python", "ref": "tests.handlers.plain_function"}),
+    )
+    assert "is not a Django task" in assert_problem(untasked, 400, "validation-error")["errors"][0]["detail"]
+    assert not JobDefinition.objects.exists()
+
+
+def test_it_refuses_a_payload_that_carries_a_credential_through_every_door(api, acme_team):
+    put = api.put(
+        "/v1/jobs/billing.export", token=acme_team, json=on_demand(payload={"aws_key": "AKIAIOSFODNN7EXAMPLE"})
+    )
+    problem = assert_problem(put, 400, "validation-error")
+    assert "seems to carry an AWS access key id" in str(problem["errors"])
+    assert not JobDefinition.objects.filter(name="billing.export").exists()
+
+    api.put("/v1/jobs/billing.export", token=acme_team, json=on_demand())
+    dsn = {"payload": {"dsn": "postgres://billing:hunter2@db.internal/billing"}}
+    trigger = api.post("/v1/jobs/billing.export:trigger", token=acme_team, json=dsn)
+    assert "seems to carry a password in a URL" in str(assert_problem(trigger, 400, "validation-error"))
+    assert not Run.objects.exists()

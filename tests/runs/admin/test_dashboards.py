@@ -5,6 +5,7 @@ import datetime as dt
 import pytest
 from django.urls import reverse
 
+from jobs.models import Tenant
 from runs import rollups
 
 
@@ -56,6 +57,20 @@ def test_it_shows_the_job_page_with_next_occurrences_history_and_why_it_failed(a
     assert 'data-testid="job-history"' in page
 
 
+def test_it_says_when_the_last_failure_was_recovered_by_a_retry(
+    as_alice, acme, make_job, make_run, make_attempt, wall_clock
+):
+    job = make_job(acme, "billing.retry", cron_expr="0 * * * *", time_zone="UTC")
+    run = make_run(job, state="succeeded", due_at=wall_clock.ago(minutes=30))
+    make_attempt(run, attempt=1, outcome="failed", error="ConnectionResetError")
+    make_attempt(run, attempt=2, late=dt.timedelta(seconds=20))
+
+    page = as_alice.get(reverse("admin:portal_job", args=[job.pk])).content.decode()
+
+    assert 'data-testid="recovered"' in page and "ConnectionResetError" in page
+    assert "<caption>In UTC</caption>" in page and "and in UTC" not in page
+
+
 def test_it_flags_dst_changes_in_the_next_occurrences(as_alice, acme, make_job):
     job = make_job(acme, "ny.early", cron_expr="30 2 * * *", time_zone="America/New_York")
     page = as_alice.get(reverse("admin:portal_job", args=[job.pk])).content.decode()
@@ -66,3 +81,38 @@ def test_it_sends_a_user_without_tenants_a_clear_404(client, django_user_model):
     lonely = django_user_model.objects.create_superuser("root", "root@example.com", "root-pass-123")
     client.force_login(lonely)
     assert client.get(reverse("admin:portal_overview")).status_code == 404  # no tenant exists at all
+
+
+def test_it_opens_on_all_tenants_worst_first_for_someone_who_sees_several(
+    as_carol, acme, globex, make_job, make_run, make_dead, wall_clock
+):
+    Tenant.objects.create(name="initech")  # quiet: left out
+    make_run(make_job(acme, "a.job"), due_at=wall_clock.ago(minutes=2))
+    make_run(make_job(globex, "g.job"), due_at=wall_clock.ago(minutes=40))  # waiting longest
+    make_dead(make_job(acme, "a.dead"), wall_clock.ago(hours=1))
+
+    response = as_carol.get(reverse("admin:portal_overview"))
+    assert response.status_code == 302 and response["Location"] == reverse("admin:portal_tenants")
+
+    page = as_carol.get(reverse("admin:portal_tenants")).content.decode()
+    table = page.split('data-testid="tenants"')[1]
+    assert table.index(">globex<") < table.index(">acme<")
+    assert ">initech<" not in table
+    assert "2 of 3 tenants" in page
+
+
+def test_it_shows_one_member_only_their_own_tenants_at_a_glance(as_alice, acme, globex, make_job, make_run, wall_clock):
+    make_run(make_job(globex, "g.job"), due_at=wall_clock.ago(minutes=40))
+    make_run(make_job(acme, "a.job"), due_at=wall_clock.ago(minutes=2))
+
+    assert as_alice.get(reverse("admin:portal_overview")).status_code == 200  # one tenant: its own overview
+    page = as_alice.get(reverse("admin:portal_tenants")).content.decode()
+    assert ">acme<" in page and "globex" not in page
+
+
+def test_it_shows_ready_as_a_part_of_the_waiting_runs_not_one_more_state(as_alice, busy_acme):
+    page = as_alice.get(reverse("admin:portal_overview")).content.decode()
+    assert (
+        '<tr class="portal-subset"><th scope="row">of which <span class="dt-state dt-state-ready">ready</span>' in page
+    )
+    assert "already counted in scheduled and retry_wait" in page

@@ -60,3 +60,18 @@ def test_it_never_edits_a_run(as_alice, acme, make_job, make_run):
     run = make_run(make_job(acme, "x.job"))
     as_alice.post(reverse("admin:runs_run_change", args=[run.pk]), {"state": "succeeded"})
     assert Run.objects.get(pk=run.pk).state == "scheduled"
+
+
+def test_it_lists_times_to_the_second_with_their_zone_and_names_the_job_in_previews(
+    as_alice, acme, make_job, make_run, wall_clock
+):
+    job = make_job(acme, "reports.hourly")
+    due = wall_clock.ahead(hours=1).replace(microsecond=0)
+    run = make_run(job, due_at=due, worker_id="host-a:4242:" + "x" * 60)
+    page = as_alice.get(RUNS).content.decode()
+    assert (
+        f'<span class="portal-time">{due:%Y-%m-%d}</span> <span class="portal-time">{due:%H:%M:%S} UTC</span>' in page
+    )
+    assert 'class="portal-truncate portal-short" title="host-a:4242:' in page  # cut to the column, whole on hover
+    preview = action(as_alice, RUNS, "cancel_runs", [run.pk]).content.decode()
+    assert f"run {run.pk} of reports.hourly due" in preview

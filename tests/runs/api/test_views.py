@@ -244,3 +244,17 @@ def test_it_validates_a_lease_request(api, acme_worker):
 
     problem = assert_problem(response, 400, "validation-error")
     assert {e["field"] for e in problem["errors"]} == {"max", "lease_seconds", "wait_seconds"}
+
+
+def test_it_stores_a_completed_attempts_error_with_credentials_redacted(api, acme_team, acme_worker, report_job):
+    run = enqueue(api, acme_team)
+    (leased,) = lease(api, acme_worker)
+    error = "Traceback ...\nHTTPError: 401 sending Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhY21lIn0"
+    api.post(
+        f"/v1/runs/{run['id']}/complete",
+        token=acme_worker,
+        json={"fencing_token": leased["fencing_token"], "outcome": "failed", "error": error, "retryable": False},
+    )
+    detail = api.get(f"/v1/runs/{run['id']}", token=acme_team).json()
+    assert detail["attempts"][0]["error"] == "Traceback ...\nHTTPError: 401 sending Authorization: Bearer [REDACTED]"
+    assert "eyJhbGci" not in str(detail)

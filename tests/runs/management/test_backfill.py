@@ -6,7 +6,7 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from jobs.models import AuditEntry
+from jobs.models import AuditEntry, Tenant
 from runs.models import Run
 
 
@@ -65,3 +65,19 @@ def test_it_explains_bad_input(acme, make_job, args, message):
     make_job(acme, "billing.nightly", cron_expr="0 2 * * *")
     with pytest.raises(CommandError, match=message):
         call_command("backfill", *args)
+
+
+def test_it_creates_no_run_when_the_window_would_pass_the_pending_quota(acme, make_job, clock):
+    job = make_job(acme, "billing.nightly", cron_expr="0 2 * * *", time_zone="Europe/Berlin")
+    Tenant.objects.filter(pk=acme.pk).update(max_pending_runs=2)
+    end = clock.ago(hours=1)
+    with pytest.raises(CommandError, match="capped by quota, no run created: Tenant acme may have 2 runs"):
+        call_command(
+            "backfill",
+            "billing.nightly",
+            tenant="acme",
+            start=(end - dt.timedelta(days=5)).isoformat(),
+            end=end.isoformat(),
+            stdout=io.StringIO(),
+        )
+    assert not Run.objects.filter(job=job).exists()

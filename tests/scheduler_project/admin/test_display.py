@@ -1,12 +1,14 @@
 """How the portal writes states, instants, schedules and durations."""
 
 import datetime as dt
+import shutil
+import subprocess
 
 import pytest
 
 from jobs.models import JobDefinition
 from runs.models import Run
-from scheduler_project.admin.display import derived_state, format_ms, schedule_words, status_text, zoned
+from scheduler_project.admin.display import STATE_SYMBOLS, derived_state, format_ms, schedule_words, status_text, zoned
 
 UTC = dt.UTC
 
@@ -16,6 +18,16 @@ def test_it_writes_a_state_as_a_symbol_and_its_name_never_as_colour_alone():
     assert 'class="dt-state dt-state-dead"' in text
     assert '<span aria-hidden="true">☠ </span>dead' in text
     assert "revoked" in str(status_text("revoked", {"revoked": "✕"}))
+
+
+@pytest.mark.skipif(not shutil.which("fc-list"), reason="fontconfig (fc-list) is not installed")
+def test_every_state_symbol_has_a_glyph_in_the_default_linux_fonts():
+    # An emoji (the old discard symbol) rendered as an empty box in Debian's Chromium.
+    def in_dejavu(symbol):
+        listed = subprocess.run(["fc-list", f":charset={ord(symbol):x}", "family"], capture_output=True, text=True)
+        return "DejaVu" in listed.stdout
+
+    assert [s for s in STATE_SYMBOLS.values() if not in_dejavu(s)] == []
 
 
 def test_it_shows_a_claimable_run_whose_time_has_come_as_ready(clock):
@@ -53,6 +65,11 @@ def test_it_shows_an_instant_in_the_jobs_zone_and_in_utc():
         == "2026-06-02 08:30 JST (2026-06-01 23:30 UTC)"
     )
     assert zoned(None, "Europe/Berlin") == "—"
+
+
+def test_it_shows_a_utc_job_once_in_utc():
+    assert zoned(dt.datetime(2026, 6, 1, 9, 0, tzinfo=UTC), "UTC") == "2026-06-01 09:00 UTC"
+    assert zoned(dt.datetime(2026, 1, 5, 9, 0, tzinfo=UTC), "Europe/London") == "2026-01-05 09:00 GMT (09:00 UTC)"
 
 
 @pytest.mark.parametrize(

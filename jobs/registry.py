@@ -1,0 +1,57 @@
+"""Which Django tasks a `python` job may name: the task registry.
+
+A `python` target is a module-level function decorated with Django's own
+`@task` (django.tasks), defined in a module the operator listed in
+DUETIME_TASK_MODULES, and inside one of its tenant's allowed module prefixes
+(`Tenant.task_module_prefixes`, edited by superusers). Anything else would
+let one team make the shared worker import and call arbitrary code.
+
+Save-time validation (jobs.validation) asks both questions; the worker
+(runs.targets) asks the first again before every call, so a module the
+operator has since removed from the list no longer runs.
+"""
+
+import importlib
+
+from django.conf import settings
+from django.tasks import Task
+
+HOW_TO_REGISTER = (
+    "To register a handler: decorate a module-level function with @task (from django.tasks import task), "
+    "list its module in DUETIME_TASK_MODULES, and ask a superuser to allow that module prefix for your tenant "
+    "(see docs/tasks.md)."
+)
+
+
+class NotRegistered(Exception):
+    """The reference does not name a registered task; the message says why and how to register it."""
+
+
+def registered_task(ref):
+    """The django.tasks.Task that `ref` (module.function) names; raises NotRegistered.
+
+    Only modules listed in DUETIME_TASK_MODULES are ever imported, so a
+    reference can never make the process import code the operator did not list.
+    """
+    module_name, _, name = ref.rpartition(".")
+    if module_name not in settings.DUETIME_TASK_MODULES:
+        raise NotRegistered(
+            f"'{module_name}' is not a registered task module (DUETIME_TASK_MODULES). {HOW_TO_REGISTER}"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise NotRegistered(f"the task module '{module_name}' cannot be imported: {exc}") from exc
+    task = getattr(module, name, None)
+    if not isinstance(task, Task):
+        raise NotRegistered(f"'{ref}' is not a Django task. {HOW_TO_REGISTER}")
+    if task.module_path != ref:
+        # A listed module re-exporting a task defined elsewhere would smuggle an unlisted module in.
+        raise NotRegistered(f"'{ref}' is defined in another module: name it as {task.module_path}")
+    return task
+
+
+def tenant_allows(prefixes, ref):
+    """True when the module of `ref` is one of `prefixes` or inside one (whole dotted parts only)."""
+    module_name = ref.rpartition(".")[0]
+    return any(module_name == prefix or module_name.startswith(prefix + ".") for prefix in prefixes)
