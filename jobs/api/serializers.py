@@ -112,7 +112,11 @@ class JobSerializer(serializers.Serializer):
     status = serializers.CharField(read_only=True, help_text="active, paused or cancelled.")
     schedule = ScheduleSerializer(source="*")
     target = TargetSerializer(source="*")
-    queue = Text(max_length=64, default="default")
+    queue = Text(
+        max_length=64,
+        required=False,
+        help_text="Default: `external` for external jobs (run_worker never serves them), `default` otherwise.",
+    )
     priority = PriorityField(required=False, help_text="critical, default or bulk; default: default.")
     timeout_seconds = Integer(min_value=1, max_value=6 * 3600, default=900)
     retry = RetrySerializer(source="*", required=False)
@@ -131,6 +135,10 @@ class JobSerializer(serializers.Serializer):
             data = {**data, "retry": {}}  # the whole retry policy defaults
         values = super().to_internal_value(data)
         values.setdefault("priority", JobDefinition.Priority.DEFAULT)
+        # An external job's runs wait for workers that lease over HTTP: without a queue of
+        # its own it would share `default` with the built-in workers' runs.
+        external = values.get("target_kind") == JobDefinition.TargetKind.EXTERNAL
+        values.setdefault("queue", "external" if external else "default")
         return values
 
 

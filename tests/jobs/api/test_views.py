@@ -38,6 +38,17 @@ def test_it_creates_a_job_with_documented_defaults(api, acme_team):
     assert job["next_due_at"][11:19] in ("00:00:00", "01:00:00")
 
 
+def test_it_gives_an_external_job_without_a_queue_a_queue_of_its_own(api, acme_team):
+    body = on_demand()
+    del body["queue"]
+    external = api.put("/v1/jobs/billing.export", token=acme_team, json=body)
+    python = {"schedule": {"kind": "none"}, "target": {"kind": "python", "ref": "tests.handlers.noop"}}
+    internal = api.put("/v1/jobs/billing.noop", token=acme_team, json=python)
+
+    assert external.status_code == 201 and external.json()["queue"] == "external"
+    assert internal.status_code == 201 and internal.json()["queue"] == "default"
+
+
 def test_it_maps_every_body_field_onto_the_definition(api, acme_team, acme):
     body = {
         "schedule": {
