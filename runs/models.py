@@ -28,7 +28,7 @@ class RunQuerySet(models.QuerySet):
     def ready(self, now):
         """Runs a claim may take at `now`: claimable, and available_at has passed.
 
-        "ready" is derived, never stored (DESIGN.md §4); this is its one definition
+        "ready" is derived, never stored; this is its one definition
         in the ORM (the claim SQL in runs/sql/ states the same condition).
         """
         return self.filter(state__in=CLAIMABLE_STATES, available_at__lte=now)
