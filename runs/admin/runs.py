@@ -192,7 +192,10 @@ class RunAdmin(TenantScopedAdmin):
                     "(409 stale-lease), and the attempt is recorded as stale.",
                     f"{finished} run(s) already finished or dead stay as they are (dead ones: use the dead-letter queue).",
                 ],
-                "rows": [(run, f"unchanged ({run.state})" if run.is_terminal else "cancel") for run in qs[:60]],
+                "rows": [
+                    (run, f"unchanged ({run.state})" if run.is_terminal else "cancel")
+                    for run in qs.select_related("job")[:60]
+                ],
                 "blocked": waiting.count + leased.count == 0,
             }
 
