@@ -36,7 +36,7 @@ class Priority(models.IntegerChoices):
 class TargetKind(models.TextChoices):
     PYTHON = "python"  # dotted path to a callable, run by run_worker
     HTTP = "http"  # POST the payload to a URL, run by run_worker
-    CELERY = "celery"  # a Celery task name, published by run_dispatcher
+    CELERY = "celery"  # a registered Django task, published by run_dispatcher, run by the team's Celery workers
     EXTERNAL = "external"  # leased over HTTP by the tenant's own workers
 
 

@@ -17,6 +17,8 @@ from jobs import choices
 from jobs.validation import NAME_RE, QUEUE_RE, clean_definition
 
 SHARDS = 64  # scheduler shards: hash(tenant, name) mod SHARDS, owned by lease
+# The tenant of Duetime's own canary jobs (runs/canary.py): left out of the portal's tenant lists and dashboards.
+SYSTEM_TENANT = "duetime-system"
 
 
 class Tenant(models.Model):
@@ -135,6 +137,21 @@ class JobDefinition(models.Model):
     target_ref = models.CharField(max_length=2000, blank=True)
     payload = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.ACTIVE)
+    # The owner's contact and when to page it (notify/events.py); every field is optional.
+    owner_email = models.CharField(
+        max_length=254, blank=True, help_text="Notified by email of dead letters, skip streaks and lateness."
+    )
+    owner_webhook_url = models.CharField(
+        max_length=2000,
+        blank=True,
+        help_text="Notified by a signed POST (header Duetime-Signature), through the same guard as http targets.",
+    )
+    notify_lateness_p99_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Notify when the p99 lateness of the last hour passes this; empty: never."
+    )
+    notify_skip_streak = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Notify when this many runs in a row were skipped; empty: never."
+    )
     next_due_at = models.DateTimeField(null=True, blank=True, editable=False)
     shard = models.SmallIntegerField(default=0, editable=False)
     version = models.PositiveIntegerField(default=1, editable=False)

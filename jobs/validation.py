@@ -10,6 +10,7 @@ import re
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 
 from jobs import cron, registry, secrets
 from jobs.choices import MissedRunPolicy, OverlapPolicy, Priority, ScheduleKind, TargetKind
@@ -23,7 +24,10 @@ MAX_ATTEMPTS = 100
 MAX_RETRY_SECONDS = 7 * 86400
 MAX_JITTER_SECONDS = 3600
 DOTTED_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
-CELERY_TASK_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+# An http target and an owner's webhook: the same rule here, the same guarded connection when called
+# (runs.targets refuses loopback, private and link-local peers on the connected socket).
+HTTP_URL_RE = re.compile(r"^https?://[^\s/]+")
+MAX_SKIP_STREAK = 10_000
 
 
 def payload_size(payload):
@@ -70,7 +74,7 @@ def _has_nul(value):
 def clean_definition(job):
     """Raise ValidationError({field: [message]}) listing every problem of `job`."""
     errors = {}
-    for check in (_check_name, _check_schedule, _check_limits, _check_retry, _check_target):
+    for check in (_check_name, _check_schedule, _check_limits, _check_retry, _check_target, _check_owner):
         for field, message in check(job):
             errors.setdefault(field, []).append(message)
     problem = check_payload(job.payload)
@@ -146,22 +150,42 @@ def _check_retry(job):
 
 def _check_target(job):
     kind, ref = job.target_kind, job.target_ref or ""
-    if kind == "python":
+    if kind in ("python", "celery"):
+        # A celery job names a registered Django task too: the team's Celery workers run it
+        # through Duetime's one task, duetime.execute (runs.celery_task). One registry for both.
         yield from _check_task(job, ref)
-    elif kind == "http" and not re.match(r"^https?://[^\s/]+", ref):
+    elif kind == "http" and not HTTP_URL_RE.match(ref):
         yield "target_ref", f"'{ref}' is not an http(s) URL, for example https://billing.internal/hooks/export"
-    elif kind == "celery" and not CELERY_TASK_RE.match(ref):
-        yield "target_ref", f"'{ref}' is not a Celery task name, for example billing.tasks.export_invoices"
     elif kind == "external" and ref:
         yield "target_ref", "an external target takes no reference: the tenant's workers lease its runs over HTTP"
     elif kind not in TargetKind.values:
         yield "target_kind", f"'{kind}' is not a target kind: use python, http, celery or external"
 
 
+def _check_owner(job):
+    """The owner's contact (notify/): an email address, an http(s) webhook, and thresholds that reach someone."""
+    email, url = job.owner_email or "", job.owner_webhook_url or ""
+    if email:
+        try:
+            validate_email(email)
+        except ValidationError:
+            yield "owner_email", f"'{email}' is not an email address, for example billing-oncall@example.com"
+    if url and not HTTP_URL_RE.match(url):
+        yield "owner_webhook_url", f"'{url}' is not an http(s) URL, for example https://hooks.example.com/duetime"
+    lateness, streak = job.notify_lateness_p99_seconds, job.notify_skip_streak
+    if lateness is not None and lateness < 1:
+        yield "notify_lateness_p99_seconds", "must be at least 1 second, or empty to never notify of lateness"
+    if streak is not None and not 1 <= streak <= MAX_SKIP_STREAK:
+        yield "notify_skip_streak", f"must be between 1 and {MAX_SKIP_STREAK}, or empty to never notify of skips"
+    for field in ("notify_lateness_p99_seconds", "notify_skip_streak"):
+        if getattr(job, field) is not None and not (email or url):
+            yield field, "notifies the owner: set owner_email or owner_webhook_url too (or clear this threshold)"
+
+
 def _check_task(job, ref):
-    """A python target names a registered Django task inside the tenant's allowed module prefixes."""
+    """A python or celery target names a registered Django task inside the tenant's allowed module prefixes."""
     if not isinstance(job.payload, dict):
-        yield "payload", "a python task receives the payload as keyword arguments: make it a JSON object, e.g. {}"
+        yield "payload", "a task receives the payload as keyword arguments: make it a JSON object, e.g. {}"
     if not DOTTED_PATH_RE.match(ref):
         yield "target_ref", f"'{ref}' is not a dotted path to a Django task, for example billing.tasks.export_invoices"
         return

@@ -1,12 +1,20 @@
 """Handlers in child processes: run_worker's `processes` pool, with hard timeouts.
 
-Each slot of the worker owns one long-lived child, forked so that it starts
-at once with the parent's imports. The pool thread of the slot hands its
-child one attempt over a pipe and waits for the outcome. A child still busy
-at the attempt's `timeout_seconds` gets SIGTERM, then SIGKILL after
-KILL_GRACE_SECONDS; the attempt is `timed_out` and the slot gets a fresh
-child. A child that dies (a segfault, `os._exit`) fails its attempt, which
-is retried by policy; the worker carries on.
+The pool forks one long-lived child per slot, so that each starts at once
+with the parent's imports, and keeps a pipe to each. `submit` (called by the
+worker's own thread) sends an attempt straight to an idle child, most
+recently idle first; the pool's watcher thread waits on all the pipes at once
+(epoll), and hands each outcome as it comes to `on_outcome(run_id, Outcome)`.
+No thread waits on one child: a run costs one message each way.
+
+A child holds one attempt at a time, so a long run delays nothing else.
+Every WATCH_SECONDS the watcher looks at the busy children: one still busy at
+its attempt's `timeout_seconds` gets SIGTERM, then SIGKILL after
+KILL_GRACE_SECONDS; once it is gone its attempt is `timed_out` (unless its
+outcome arrived first) and a fresh child takes its place. A child that dies
+(a segfault, `os._exit`) fails its attempt, which is retried by policy. The
+children share nothing that a kill could leave locked, so no other attempt
+is affected.
 
 In a child, `context.heartbeat()` does not touch the database: the worker
 extends every lease it holds anyway. It raises LeaseLost, and
@@ -15,10 +23,12 @@ extends every lease it holds anyway. It raises LeaseLost, and
 """
 
 import dataclasses
+import logging
 import multiprocessing
 import os
-import queue
+import selectors
 import signal
+import threading
 import time
 import warnings
 
@@ -28,43 +38,164 @@ from django.db import connections
 from runs import targets
 
 KILL_GRACE_SECONDS = 2
-WATCH_SECONDS = 0.1  # how often a waiting thread passes a lost lease on to its child
+WATCH_SECONDS = 0.1  # how often the watcher checks timeouts and lost leases
 ORPHAN_CHECK_SECONDS = 1  # how often an idle child checks that its worker is still alive
 
+log = logging.getLogger("duetime.worker")
 _fork = multiprocessing.get_context("fork")
 
 
+@dataclasses.dataclass
+class Busy:
+    """The attempt a child holds, from `submit` until its outcome is reported."""
+
+    attempt: targets.Attempt
+    timeout_seconds: float
+    deadline: float  # time.monotonic() at which the child is killed
+
+
 class ChildPool:
-    """`size` children; `execute` runs one attempt in an idle one (one pool thread per child at a time)."""
+    """`size` children; each outcome goes to `on_outcome(run_id, targets.Outcome)`, from the watcher thread.
 
-    def __init__(self, size):
-        self.idle = queue.SimpleQueue()
+    `submit` never blocks for long and never raises. The worker submits at
+    most as many attempts as it has slots; one that finds no idle child (its
+    child is being replaced) waits in `backlog` for the next to come free.
+    """
+
+    def __init__(self, size, on_outcome):
+        self.on_outcome = on_outcome
         self.closed = False
-        self.children = [Child() for _ in range(size)]
-        for child in self.children:
-            self.idle.put(child)
+        self.lock = threading.Lock()  # guards idle, backlog and each child's `busy`
+        self.selector = selectors.DefaultSelector()
+        self.children = []
+        self.idle = []  # a stack: the most recently idle child (warmest caches) is used first
+        self.backlog = []  # (kind, ref, attempt, timeout_seconds) submitted while no child was idle
+        self._add(Child())
+        # The others are forked by the watcher, each serving as soon as it is up: the worker starts
+        # claiming at once instead of after `size` forks (seconds for hundreds of slots on a busy host).
+        self._watcher = threading.Thread(target=self._watch, args=(size - 1,), name="duetime-children", daemon=True)
+        self._watcher.start()
 
-    def execute(self, kind, ref, attempt, timeout_seconds):
-        """The attempt's targets.Outcome; never raises. A child that did not survive is replaced."""
-        child = self.idle.get()
-        try:
-            return child.run(kind, ref, attempt, timeout_seconds)
-        finally:
-            if not child.alive and not self.closed:
-                self.children.remove(child)
-                child = Child()
-                self.children.append(child)
-            self.idle.put(child)
+    def submit(self, kind, ref, attempt, timeout_seconds):
+        """Hand one attempt (a targets.Attempt) to an idle child."""
+        with self.lock:
+            if not self.idle:
+                self.backlog.append((kind, ref, attempt, timeout_seconds))
+                return
+            child = self.idle.pop()
+            child.busy = Busy(attempt, timeout_seconds, time.monotonic() + timeout_seconds)
+        child.send(kind, ref, attempt, timeout_seconds)
 
     def shutdown(self):
         """Stop every child (what still runs is killed: its lease was released or will expire)."""
         self.closed = True
+        self._watcher.join(KILL_GRACE_SECONDS + 1)  # it may be replacing a child that just died
+        children = list(self.children)
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.close(KILL_GRACE_SECONDS)
+        self.selector.close()
+
+    def _add(self, child):
+        self.children.append(child)
+        self.selector.register(child.conn, selectors.EVENT_READ, child)
+        with self.lock:
+            self.idle.append(child)
+        self._dispatch_backlog()
+
+    def _dispatch_backlog(self):
+        while True:
+            with self.lock:
+                if not (self.backlog and self.idle):
+                    return
+                kind, ref, attempt, timeout_seconds = self.backlog.pop(0)
+            self.submit(kind, ref, attempt, timeout_seconds)
+
+    # --- the watcher --------------------------------------------------------
+    def _watch(self, to_fork):
+        """Fork `to_fork` more children; then report outcomes as they come and, every WATCH_SECONDS,
+        look after the busy children."""
+        for _ in range(to_fork):
+            if self.closed:
+                return
+            self._add(Child())
+        next_check = time.monotonic() + WATCH_SECONDS
+        while not self.closed:
+            try:
+                wait = next_check - time.monotonic()
+                if wait > 0:
+                    for key, _ in self.selector.select(wait):
+                        self._receive(key.data)
+                    continue
+                self._look_after_children(time.monotonic())
+            except Exception:  # noqa: BLE001 - a dead watcher would strand every attempt
+                log.exception("the process pool's watcher failed; carrying on")
+            next_check = time.monotonic() + WATCH_SECONDS
+
+    def _receive(self, child):
+        """Report what `child` sent; a child whose pipe ended is replaced."""
+        try:
+            run_id, outcome = child.conn.recv()
+        except (EOFError, OSError):
+            self._replace(child)
+            return
+        self._finish(child, run_id, outcome)
+        if child.killed_at is not None:
+            return  # it returned just as it was being killed: it ends, and the watcher replaces it
+        with self.lock:
+            self.idle.append(child)
+        self._dispatch_backlog()
+
+    def _finish(self, child, run_id, outcome):
+        """Report the outcome of the attempt `child` holds, once."""
+        with self.lock:
+            busy, child.busy = child.busy, None
+        if busy is not None and busy.attempt.run_id == run_id:
+            self.on_outcome(run_id, outcome)
+
+    def _look_after_children(self, now):
+        """Pass lost leases on; SIGTERM a child past its attempt's timeout, SIGKILL it after the grace."""
         for child in list(self.children):
-            child.stop()
+            busy = child.busy
+            if child.killed_at is not None:
+                if not child.alive() or now - child.killed_at >= KILL_GRACE_SECONDS:
+                    self._replace(child)
+            elif busy is None:
+                continue
+            elif now >= busy.deadline:
+                child.killed_at = now
+                child.terminate()
+            elif busy.attempt.lease_lost:
+                child.lost.set()
+
+    def _replace(self, child):
+        """Put a fresh child in the place of `child` (gone or past its grace); report its attempt if it held one.
+
+        An outcome it sent before it went wins; otherwise its attempt timed
+        out (it was killed) or failed (it died).
+        """
+        self.selector.unregister(child.conn)
+        self.children.remove(child)
+        busy = child.busy
+        sent = child.close(0 if child.killed_at is not None else KILL_GRACE_SECONDS)  # its pipe ended: it is exiting
+        if sent is not None:
+            self._finish(child, *sent)
+        elif busy is not None and child.killed_at is not None:
+            error = f"killed: ran longer than timeout_seconds ({busy.timeout_seconds})"
+            self._finish(child, busy.attempt.run_id, targets.Outcome("timed_out", error))
+        elif busy is not None:
+            error = f"the handler's process died (exit code {child.exit_code}) before returning"
+            self._finish(child, busy.attempt.run_id, targets.Outcome("failed", error))
+        if not self.closed:
+            self._add(Child())
 
 
 class Child:
     def __init__(self):
+        self.busy = None  # a Busy while it holds an attempt
+        self.killed_at = None  # time.monotonic() of the SIGTERM, once past its attempt's timeout
+        self.exit_code = None  # once closed
         self.lost = SharedFlag()
         self.conn, child_end = _fork.Pipe()
         self.process = _fork.Process(target=_serve, args=(child_end, self.lost), name="duetime-child", daemon=True)
@@ -75,39 +206,49 @@ class Child:
             self.process.start()
         child_end.close()
 
-    @property
+    def send(self, kind, ref, attempt, timeout_seconds):
+        """Send one attempt; a broken pipe is left to the watcher, which sees the child gone."""
+        self.lost.clear()
+        message = (
+            kind,
+            ref,
+            timeout_seconds,
+            attempt.run_id,
+            attempt.job_name,
+            attempt.attempt,
+            attempt.idempotency_key,
+            attempt.fencing_token,
+            attempt.payload,
+            attempt.due_at,
+        )
+        try:
+            self.conn.send(message)
+        except OSError:
+            pass
+
     def alive(self):
         return self.process.is_alive()
 
-    def run(self, kind, ref, attempt, timeout_seconds):
-        """Send one attempt and wait for its Outcome, killing the child at the timeout."""
-        self.lost.clear()
-        fields = {f.name: getattr(attempt, f.name) for f in dataclasses.fields(attempt) if not f.name.startswith("_")}
-        deadline = time.monotonic() + timeout_seconds
-        try:
-            self.conn.send((kind, ref, fields, timeout_seconds))
-            while time.monotonic() < deadline:
-                if attempt.lease_lost:
-                    self.lost.set()
-                if self.conn.poll(min(deadline - time.monotonic(), WATCH_SECONDS)):
-                    return self.conn.recv()
-        except (EOFError, OSError):
-            self.process.join(KILL_GRACE_SECONDS)
-            self.stop()
-            code = self.process.exitcode
-            return targets.Outcome("failed", f"the handler's process died (exit code {code}) before returning")
-        self.stop()
-        return targets.Outcome("timed_out", f"killed: ran longer than timeout_seconds ({timeout_seconds})")
-
-    def stop(self):
-        """SIGTERM, then SIGKILL if the child is still there after the grace."""
+    def terminate(self):
         if self.process.is_alive():
             self.process.terminate()
-            self.process.join(KILL_GRACE_SECONDS)
+
+    def close(self, grace):
+        """End the child (SIGKILL after `grace` seconds); returns the (run_id, Outcome) it sent last, if unread."""
+        self.process.join(grace)
         if self.process.is_alive():
             self.process.kill()
             self.process.join()
+        self.exit_code = self.process.exitcode
+        outcome = None
+        try:
+            while self.conn.poll(0):
+                outcome = self.conn.recv()
+        except (EOFError, OSError):
+            pass
         self.conn.close()
+        self.process.close()
+        return outcome
 
 
 class SharedFlag:
@@ -136,11 +277,20 @@ def _serve(conn, lost):
         if not conn.poll(ORPHAN_CHECK_SECONDS):
             continue
         try:
-            kind, ref, fields, timeout_seconds = conn.recv()
+            kind, ref, timeout_seconds, run_id, job_name, attempt, key, token, payload, due_at = conn.recv()
         except EOFError:
             return
-        attempt = targets.Attempt(**fields, _lost=lost)
-        conn.send(targets.execute(kind, ref, attempt, timeout_seconds))
+        run = targets.Attempt(
+            run_id=run_id,
+            job_name=job_name,
+            attempt=attempt,
+            idempotency_key=key,
+            fencing_token=token,
+            payload=payload,
+            due_at=due_at,
+            _lost=lost,
+        )
+        conn.send((run_id, targets.execute(kind, ref, run, timeout_seconds)))
 
 
 def _forget_inherited_connections():

@@ -35,7 +35,7 @@ from collections import Counter, defaultdict
 from django.conf import settings
 from django.db import OperationalError, transaction
 
-from runs import sql, transitions
+from runs import metrics, sql, transitions
 
 PRIORITY_SHARES = (0.70, 0.25, 0.05)  # critical, default, bulk
 # PostgreSQL: how long a claim waits for a row lock (it waits only when every
@@ -205,9 +205,12 @@ def claim(queues, n, worker_id, *, lease_seconds=None, tenant_id=None, kinds=Non
         candidates = claim_candidates({**params, "tenants": tenants, "per_tenant": per_tenant})
         decision = choose(candidates, n, shares)
         _apply_policies(decision, now)
+        metrics.skipped_for_overlap(candidates, decision.skip)
         if not decision.lease:
             return []
-        return transitions.lease_runs(decision.lease, worker_id, lease_seconds, now=now)
+        leases = transitions.lease_runs(decision.lease, worker_id, lease_seconds, now=now)
+        metrics.claimed(leases, candidates)
+        return leases
 
 
 _shares = {}

@@ -14,6 +14,7 @@ idempotency key makes the call repeatable: the same key (per tenant)
 returns the run the first call created, whatever the second call asked.
 """
 
+import contextlib
 import datetime as dt
 import enum
 import json
@@ -107,8 +108,11 @@ def insert_runs(rows, *, quota=None, now=None, progress=None):
         obey(quota, rows, now)  # before the transaction: a refusal leaves the caller's transaction usable
     created_at = timezone.now()
     inserted = []
-    # No savepoint of its own inside a caller's transaction: a failure here fails the caller's.
-    with transaction.atomic(savepoint=False):
+    # One statement is all or nothing on its own: no transaction of ours, whose BEGIN and COMMIT would
+    # be two more round trips for a lone run (a Django task's enqueue, bench tasks-drain). Several
+    # statements share one, with no savepoint inside a caller's: a failure here fails the caller's.
+    single = len(rows) <= INSERT_CHUNK
+    with contextlib.nullcontext() if single else transaction.atomic(savepoint=False):
         for start in range(0, len(rows), INSERT_CHUNK):
             chunk = rows[start : start + INSERT_CHUNK]
             params = {"rows": json.dumps([_as_json(row) for row in chunk]), "created_at": created_at}

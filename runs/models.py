@@ -1,5 +1,6 @@
 """Runs (one scheduled execution), their attempts, the scheduler's lease rows,
-and the portal's rollups of finished attempts.
+the consumers that announced themselves, and the portal's rollups of
+finished attempts.
 
 A run enters the table only through runs.enqueue.insert_runs, and its state
 only changes through runs/transitions.py (and the hot SQL in runs/sql/ that it
@@ -189,6 +190,9 @@ class Attempt(models.Model):
     ended_at = models.DateTimeField()
     outcome = models.CharField(max_length=14, choices=Outcome.choices)
     error = models.TextField(blank=True)
+    return_value = models.JSONField(
+        null=True, blank=True, help_text="What the task returned (succeeded attempts of python tasks; else empty)."
+    )
 
     class Meta:
         ordering = ["run", "attempt"]
@@ -228,6 +232,45 @@ class ShardLease(models.Model):
 
     def __str__(self):
         return f"{self.name} owned by {self.owner} (epoch {self.epoch})"
+
+
+class Consumer(models.Model):
+    """A running consumer of runs (a run_worker, an external lease client) that announced itself.
+
+    Written by runs.consumers only: upserted at start and every few seconds,
+    deleted on a graceful stop, and read as "no longer running" once
+    `expires_at` passed (rows long expired are pruned). It answers the job
+    page's question: does anything run this kind of job on this queue?
+    """
+
+    name = models.CharField(max_length=200, primary_key=True)
+    kinds = models.JSONField(default=list, help_text="The target kinds it executes.")
+    queues = models.JSONField(null=True, blank=True, help_text="The queues it serves; empty: every queue.")
+    tenant = models.ForeignKey(
+        Tenant,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The one tenant whose runs it takes (an external worker's token); empty: every tenant.",
+    )
+    last_seen = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # runs.consumers.serving (the consumers still running) and prune (those long gone).
+            models.Index(fields=["expires_at"], name="consumer_by_expiry"),
+        ]
+
+    def __str__(self):
+        return f"consumer {self.name}"
+
+    def serves(self, kind, queue, tenant_id=None):
+        """Whether it takes runs of `kind` on `queue` (of the tenant `tenant_id`, when given)."""
+        if self.tenant_id is not None and tenant_id is not None and self.tenant_id != tenant_id:
+            return False
+        return kind in self.kinds and (self.queues is None or queue in self.queues)
 
 
 class Counter(models.Model):

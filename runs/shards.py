@@ -1,4 +1,4 @@
-"""Scheduler shard ownership: lease rows with an epoch, renewed by compare-and-set.
+"""Scheduler shard ownership: lease rows with an epoch, renewed by compare-and-set on the database clock.
 
 Jobs live on `SHARDS` shards (`hash(tenant, name) mod SHARDS`). Each
 scheduler process owns a fair share of them: it renews what it holds, takes
@@ -6,23 +6,59 @@ shards whose lease expired (a crashed node's), and gives back what exceeds
 its share when another node joins. A new owner gets a fresh epoch from the
 fencing sequence. No advisory locks: they vanish or orphan behind poolers.
 
-Ownership is an optimisation, not a correctness guard: materialising is
-idempotent (compare-and-set on next_due_at, unique (job, due_at)), so two
-nodes that briefly both think they own a shard do no harm.
+Every lease is judged by the database's clock (`Now()`: statement_timestamp()
+on PostgreSQL), never a node's, so a node whose clock is off neither keeps a
+lease past its expiry nor takes one early. Tests pin `now` instead.
+
+A lease lasts DUETIME_SHARD_LEASE_SECONDS and is renewed on every scheduler
+pass (at most RENEW_EVERY_SECONDS apart when idle), so a dead node's shards
+are owned again within `failover_seconds()`. Materialising a shard is fenced
+by its epoch (`holds`): a node that lost a shard writes nothing for it, even
+if it has not noticed yet. Materialising is idempotent as well (compare-and-set
+on next_due_at, unique (job, due_at)).
 """
 
 import datetime as dt
 import math
 
-from django.db import transaction
-from django.db.models import Q
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q, Value
+from django.db.models.functions import Now
+from django.utils import timezone
 
 from jobs.models import SHARDS
 from runs import sql
 from runs.models import ShardLease
 
-LEASE_TTL = dt.timedelta(seconds=15)
 EPOCH_START = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+# run_scheduler sleeps at most this long between idle passes, and every pass renews the leases.
+RENEW_EVERY_SECONDS = 1.0
+
+
+def lease_ttl():
+    return dt.timedelta(seconds=settings.DUETIME_SHARD_LEASE_SECONDS)
+
+
+def failover_seconds():
+    """The longest a dead node's shards stay unowned: the lease its last pass renewed, then at
+    most one idle sleep until a survivor's next pass takes them (the pass itself comes on top)."""
+    return settings.DUETIME_SHARD_LEASE_SECONDS + RENEW_EVERY_SECONDS
+
+
+def database_now():
+    """The database's clock: statement_timestamp() on PostgreSQL; SQLite is a file on this host,
+    whose clock is the database's."""
+    if connection.vendor != "postgresql":
+        return timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        return cursor.fetchone()[0]
+
+
+def _clock(now):
+    """The instant leases are judged by, in SQL: the pinned `now` of a test, else the database's."""
+    return Now() if now is None else Value(now)
 
 
 def next_fencing_tokens(n):
@@ -46,50 +82,67 @@ def node_name(owner):
     return f"node:{owner}"[:40]
 
 
-def live_nodes(owner, now):
+def live_nodes(owner, now=None):
     """Renew this node's membership row; returns how many nodes are alive (itself included)."""
-    until = now + LEASE_TTL
+    clock, until = _clock(now), _clock(now) + lease_ttl()
     if not ShardLease.objects.filter(name=node_name(owner)).update(owner=owner, expires_at=until):
         (epoch,) = next_fencing_tokens(1)
         ShardLease.objects.get_or_create(
             name=node_name(owner), defaults={"owner": owner, "epoch": epoch, "expires_at": until}
         )
-    return ShardLease.objects.filter(name__startswith="node:", expires_at__gt=now).count()
+    return ShardLease.objects.filter(name__startswith="node:", expires_at__gt=clock).count()
 
 
-def own_shards(owner, now):
-    """Renew, take and release shard leases for `owner`; returns the shard numbers it owns now."""
+def own_shards(owner, now=None):
+    """Renew, take and release shard leases for `owner`; returns {shard number: epoch} it owns now.
+
+    The epoch is what `holds` checks before this node writes for the shard.
+    """
     # At least this node, even if its membership row vanished under it (a flush, an operator).
     share = math.ceil(SHARDS / max(1, live_nodes(owner, now)))
-    until = now + LEASE_TTL
+    clock, until = _clock(now), _clock(now) + lease_ttl()
     with transaction.atomic():
         mine = list(
-            ShardLease.objects.filter(owner=owner, expires_at__gt=now, name__startswith="shard-")
+            ShardLease.objects.filter(owner=owner, expires_at__gt=clock, name__startswith="shard-")
             .order_by("name")
-            .values_list("name", flat=True)
+            .values_list("name", "epoch")
         )
-        keep, extra = mine[:share], mine[share:]
+        keep, extra = dict(mine[:share]), [name for name, _ in mine[share:]]
         ShardLease.objects.filter(name__in=keep, owner=owner).update(expires_at=until)
         if extra:  # another node joined: hand these back
-            ShardLease.objects.filter(name__in=extra, owner=owner).update(expires_at=now)
-        for name in _free(now, share - len(keep)):
+            ShardLease.objects.filter(name__in=extra, owner=owner).update(expires_at=clock)
+        for name in _free(clock, share - len(keep)):
             (epoch,) = next_fencing_tokens(1)
-            taken = ShardLease.objects.filter(Q(expires_at__lte=now) | Q(owner=""), name=name).update(
+            taken = ShardLease.objects.filter(Q(expires_at__lte=clock) | Q(owner=""), name=name).update(
                 owner=owner, epoch=epoch, expires_at=until
             )
             if taken:
-                keep.append(name)
-    return {int(name.split("-")[1]) for name in keep}
+                keep[name] = epoch
+    return {int(name.split("-")[1]): epoch for name, epoch in keep.items()}
 
 
-def _free(now, wanted):
+def _free(clock, wanted):
     if wanted <= 0:
         return []
-    free = ShardLease.objects.filter(Q(expires_at__lte=now) | Q(owner=""), name__startswith="shard-")
+    free = ShardLease.objects.filter(Q(expires_at__lte=clock) | Q(owner=""), name__startswith="shard-")
     return list(free.order_by("name").values_list("name", flat=True)[:wanted])
+
+
+def holds(owner, shard, epoch):
+    """True when `owner` still holds `shard` with `epoch`; call it inside the transaction that writes
+    for the shard, and write nothing for it when False.
+
+    On PostgreSQL the lease row stays locked until that transaction ends, so no
+    other node can take the shard (which bumps its epoch) in between: writers
+    of one shard are fenced, whatever each believes. SQLite's writers take
+    turns (immediate transactions), which does the same. An expired lease that
+    nobody took yet still holds: nobody else writes for the shard before taking it.
+    """
+    lease = ShardLease.objects.select_for_update(no_key=True).filter(name=shard_name(shard), owner=owner, epoch=epoch)
+    return bool(list(lease.values_list("epoch", flat=True)))
 
 
 def release(owner):
     """Give every shard back at once (graceful shutdown), so another node takes over without waiting."""
-    ShardLease.objects.filter(owner=owner).update(expires_at=EPOCH_START)
+    ShardLease.objects.filter(owner=owner, name__startswith="shard-").update(expires_at=EPOCH_START)
     ShardLease.objects.filter(name=node_name(owner)).delete()

@@ -3,7 +3,8 @@
 A `python` target is a registered Django task (jobs.registry, docs/tasks.md):
 the payload is passed as keyword arguments, and a task declared with
 `takes_context=True` first receives a `Context`. A task returns normally to
-succeed, raises `PermanentError` to skip the remaining attempts, and anything
+succeed (what it returns is stored on the attempt: JSON of at most
+DUETIME_MAX_PAYLOAD_BYTES, or the attempt fails for good), raises `PermanentError` to skip the remaining attempts, and anything
 else to fail with a retry (while attempts are left). Execution may happen
 more than once for one run: tasks make a repeat harmless with
 `context.idempotency_key`, and pass `context.fencing_token` to stores that can
@@ -99,13 +100,21 @@ class Outcome:
     outcome: str  # succeeded | failed | timed_out
     error: str = ""
     retryable: bool = True
+    return_value: object = None  # what a succeeded task returned: JSON-encodable, stored on its Attempt
+
+
+class BadReturnValue(Exception):
+    """A task returned what cannot be stored: not JSON, or larger than DUETIME_MAX_PAYLOAD_BYTES."""
 
 
 def execute(kind, ref, run, timeout_seconds):
     """Run one attempt (`run`: an Attempt) and classify its result; never raises."""
     try:
         if kind == "python":
-            call_task(ref, run)
+            returned = call_task(ref, run)
+            if returned is not None:
+                check_return_value(returned)
+                return Outcome("succeeded", return_value=returned)
         elif kind == "http":
             post(ref, run, timeout_seconds)
         else:
@@ -114,6 +123,8 @@ def execute(kind, ref, run, timeout_seconds):
         return Outcome("failed", f"permanent: {exc}", retryable=False)
     except registry.NotRegistered as exc:
         return Outcome("failed", f"not a registered task: {exc}", retryable=False)
+    except BadReturnValue as exc:
+        return Outcome("failed", str(exc), retryable=False)
     except TimeoutError as exc:
         return Outcome("timed_out", f"timed out: {exc}")
     except Exception as exc:  # noqa: BLE001 - a handler's failure is data, not a crash
@@ -134,7 +145,21 @@ def call_task(ref, run):
         _signature(task.func).bind(*args, **kwargs)
     except TypeError as exc:  # the payload does not fit the task: retrying cannot help
         raise PermanentError(f"the payload does not match {ref}{_signature(task.func)}: {exc}") from exc
-    task.call(*args, **kwargs)
+    return task.call(*args, **kwargs)  # Django's Task.call runs an `async def` task to completion
+
+
+def check_return_value(value):
+    """Raise BadReturnValue unless `value` encodes as JSON within DUETIME_MAX_PAYLOAD_BYTES."""
+    try:
+        encoded = json.dumps(value, allow_nan=False, separators=(",", ":")).encode()
+    except (TypeError, ValueError) as exc:
+        raise BadReturnValue(f"the task's return value cannot be stored: it is not JSON ({exc})") from exc
+    limit = settings.DUETIME_MAX_PAYLOAD_BYTES
+    if len(encoded) > limit:
+        raise BadReturnValue(
+            f"the task's return value cannot be stored: {len(encoded)} bytes of JSON, "
+            f"more than DUETIME_MAX_PAYLOAD_BYTES ({limit})"
+        )
 
 
 @functools.cache

@@ -24,7 +24,7 @@ from django.utils import timezone
 from dlq.models import DeadLetter
 from jobs import secrets
 from jobs.models import JobDefinition
-from runs import sql
+from runs import metrics, sql
 from runs.models import CLAIMABLE_STATES, Attempt, Run
 
 S = Run.State
@@ -41,7 +41,7 @@ TRANSITIONS = {
     (S.LEASED, S.SUCCEEDED): "complete_runs",
     (S.LEASED, S.DEAD): "complete_runs (no attempts left or permanent), expire_leases",
     (S.LEASED, S.CANCELLED): "cancel_run, cancel_leases_of_job (overlap replace)",
-    (S.LEASED, S.SCHEDULED): "release (worker shutdown, first attempt)",
+    (S.LEASED, S.SCHEDULED): "release (worker shutdown or a failed Celery publish, first attempt)",
     (S.LEASED, S.RETRY_WAIT): "complete_runs (failed, attempts left), expire_leases (lease expired), release",
     (S.DEAD, S.SCHEDULED): "replay_many",
 }
@@ -123,6 +123,7 @@ class Completion:
     outcome: str  # succeeded | failed | timed_out
     error: str = ""
     retryable: bool = True
+    return_value: object = None  # stored on the attempt as JSON (checked by targets.check_return_value)
 
 
 def backoff_seconds(attempt, base, most, rng=random):
@@ -151,7 +152,23 @@ def heartbeat(run_id, fencing_token, lease_seconds, *, now=None):
     """Extend a lease; returns the new expiry. Raises StaleLease if the caller lost it."""
     rows = sql.execute("heartbeat", {"id": run_id, "token": fencing_token, "lease": lease_seconds, "now": now})
     if not rows:
+        metrics.heartbeat_refused()
         raise StaleLease(f"run {run_id}: fencing token {fencing_token} is not the current lease")
+    return sql.aware(rows[0][0])
+
+
+def start_attempt(run_id, fencing_token, worker_id, lease_seconds, *, dispatched_by, now=None):
+    """Take over a lease that `dispatched_by` (a run_dispatcher) claimed and published; returns the new expiry.
+
+    The Celery task calls it before the handler: it records `worker_id` (the
+    Celery worker and task id, shown on the attempt) and the real start, once
+    per lease. Raises StaleLease if the token is no longer current or the lease
+    was already taken over (a message delivered twice): that message must not run.
+    """
+    params = {"id": run_id, "token": fencing_token, "worker": worker_id, "dispatched_by": dispatched_by}
+    rows = sql.execute("start_attempt", {**params, "lease": lease_seconds, "now": now})
+    if not rows:
+        raise StaleLease(f"run {run_id}: fencing token {fencing_token} is not a lease waiting for its executor")
     return sql.aware(rows[0][0])
 
 
@@ -189,9 +206,12 @@ def complete_runs(completions, *, now=None):
         # Handlers' errors enter the engine here (worker and API alike): redacted before they are stored.
         "errors": [secrets.redact(c.error)[:10_000] for c in completions],
         "retryable": [bool(c.retryable) and c.outcome != "succeeded" for c in completions],
+        "results": [None if c.return_value is None else json.dumps(c.return_value) for c in completions],
         "now": now,
     }
-    return {row[0]: row[1] for row in sql.execute("complete_runs", params)}
+    moved = {row[0]: row[1] for row in sql.execute("complete_runs", params)}
+    metrics.completed(completions, moved)
+    return moved
 
 
 def reap(*, now=None, limit=1000):
@@ -207,18 +227,27 @@ def reap(*, now=None, limit=1000):
 @moves((S.LEASED, S.RETRY_WAIT), (S.LEASED, S.DEAD))
 def expire_leases(*, now=None, limit=1000):
     """The expire_leases query: at most `limit` expired leases; returns {run_id: new state}."""
-    return {row[0]: row[1] for row in sql.execute("expire_leases", {"now": now, "n": limit})}
+    moved = {row[0]: row[1] for row in sql.execute("expire_leases", {"now": now, "n": limit})}
+    metrics.expired(moved)
+    return moved
 
 
 @moves((S.LEASED, S.SCHEDULED), (S.LEASED, S.RETRY_WAIT))
-def release(run_id, fencing_token, *, now=None):
-    """Give a lease back unused (a worker shutting down): the attempt does not count.
+def release(run_id, fencing_token, *, why="released unfinished by a worker shutting down", held_by=None, now=None):
+    """Give a lease back unused (a worker shutting down, a publish the broker refused): the attempt does not count.
 
-    The run is claimable again at once. Returns 1 if released, 0 if stale.
+    The run is claimable again at once; `why` is recorded as its last error.
+    `held_by`: only while that worker still holds it (a dispatcher releases
+    nothing a Celery worker has taken over). Returns 1 if released, 0 if stale.
     """
     now = now or timezone.now()
+    holder = {} if held_by is None else {"worker_id": held_by}
     with transaction.atomic():
-        held = Run.objects.select_for_update().filter(pk=run_id, fencing_token=fencing_token, state=S.LEASED).first()
+        held = (
+            Run.objects.select_for_update()
+            .filter(pk=run_id, fencing_token=fencing_token, state=S.LEASED, **holder)
+            .first()
+        )
         if held is None:
             return 0
         return _move(
@@ -228,7 +257,7 @@ def release(run_id, fencing_token, *, now=None):
             attempt=held.attempt - 1,
             lease_expires_at=None,
             available_at=max(now, held.available_at),
-            last_error="released unfinished by a worker shutting down",
+            last_error=why,
         )
 
 

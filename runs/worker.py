@@ -2,10 +2,12 @@
 
 `Worker.tick()` is one bounded pass: complete what finished (one batched
 completion), then claim up to the free slots and hand the leases to a thread
-pool, whose threads run the handlers or, with the `processes` pool, hand them
-to a child process each (runs.children). A separate heartbeat thread extends the leases of long runs and tells
-a handler (`ctx.lease_lost`) when its lease was taken away. The management
-command `run_worker` loops over `tick()` and sleeps on a short poll when idle.
+pool, whose threads run the handlers, or with the `processes` pool to idle
+child processes (runs.children). A separate heartbeat thread extends the
+leases of long runs, tells a handler (`ctx.lease_lost`) when its lease was
+taken away, and announces the worker as a consumer of its kinds and queues
+(runs.consumers; drain() forgets it). The management command `run_worker`
+loops over `tick()` and sleeps on a short poll when idle.
 
 If the process dies, nothing is lost: its leases expire and the reaper
 retries the runs with the same idempotency key. A database error in the
@@ -26,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 
-from runs import children, claims, targets, transitions
+from runs import children, claims, consumers, targets, transitions
 from runs.loop import DATABASE_ERRORS
 
 log = logging.getLogger("duetime.worker")
@@ -76,11 +78,11 @@ class Worker:
         self.batch = batch or settings.DUETIME_CLAIM_BATCH
         self.lease_seconds = lease_seconds or settings.DUETIME_LEASE_SECONDS
         self.heartbeat_seconds = heartbeat_seconds or settings.DUETIME_HEARTBEAT_SECONDS
-        # Children are forked before this process starts its own threads.
-        self.children = children.ChildPool(concurrency) if pool == POOL_PROCESSES else None
-        self.pool = ThreadPoolExecutor(concurrency, thread_name_prefix="duetime-run")
         self.inflight = {}  # run_id -> InFlight; touched by the main thread only
-        self.finished = queue.SimpleQueue()  # (run_id, targets.Outcome) from pool threads
+        self.finished = queue.SimpleQueue()  # (run_id, targets.Outcome) from pool threads or the child pool
+        # Children are forked before this process starts its own threads.
+        self.children = children.ChildPool(concurrency, self._finished) if pool == POOL_PROCESSES else None
+        self.pool = None if self.children else ThreadPoolExecutor(concurrency, thread_name_prefix="duetime-run")
         self.wakeup = threading.Event()
         self.claiming = True
         self._free_since = None  # time.monotonic() since when a slot is free and unclaimed
@@ -159,7 +161,12 @@ class Worker:
             return 0, 0
         completions = [
             transitions.Completion(
-                run_id, item.lease.fencing_token, item.outcome.outcome, item.outcome.error, item.outcome.retryable
+                run_id,
+                item.lease.fencing_token,
+                item.outcome.outcome,
+                item.outcome.error,
+                item.outcome.retryable,
+                item.outcome.return_value,
             )
             for run_id, item in done.items()
         ]
@@ -197,14 +204,21 @@ class Worker:
         )
         ctx._heartbeat = lambda: self._extend(lease)
         self.inflight[lease.run_id] = InFlight(lease, ctx, time.monotonic())
-        self.pool.submit(self._execute, lease, ctx)
+        if self.children:
+            self.children.submit(lease.target_kind, lease.target_ref, ctx, lease.timeout_seconds)
+        else:
+            self.pool.submit(self._execute, lease, ctx)
 
     def _execute(self, lease, ctx):
-        execute = self.children.execute if self.children else targets.execute  # neither raises
-        outcome = execute(lease.target_kind, lease.target_ref, ctx, lease.timeout_seconds)
-        self.finished.put((lease.run_id, outcome))
-        self.wakeup.set()
+        """In a pool thread: run the attempt here (the `threads` pool)."""
+        outcome = targets.execute(lease.target_kind, lease.target_ref, ctx, lease.timeout_seconds)  # never raises
+        self._finished(lease.run_id, outcome)
         close_old_connections()  # a connection that broke during the run is not kept for the next one
+
+    def _finished(self, run_id, outcome):
+        """From a pool thread or the child pool's watcher: hand the outcome to the main thread."""
+        self.finished.put((run_id, outcome))
+        self.wakeup.set()
 
     # --- heartbeats -------------------------------------------------------
     def _extend(self, lease):
@@ -223,13 +237,20 @@ class Worker:
         return True
 
     def _heartbeat_loop(self):
-        """Beat every half interval until the worker stops; no failure ends this thread."""
-        while not self._stop_heartbeats.wait(self.heartbeat_seconds / 2):
+        """Announce at once, then beat every half interval until the worker stops; no failure ends this thread."""
+        announced = None
+        period = min(self.heartbeat_seconds / 2, consumers.ANNOUNCE_SECONDS)
+        while True:
             try:
+                if announced is None or time.monotonic() - announced >= consumers.ANNOUNCE_SECONDS:
+                    consumers.announce(self.worker_id, targets.EXECUTED_KINDS, self.queues)
+                    announced = time.monotonic()
                 self._beat()
                 connection.close()  # hold no connection between beats
             except Exception:  # noqa: BLE001 - a dead heartbeat thread would lose every long run's lease
                 log.exception("heartbeat pass failed; trying again at the next beat")
+            if self._stop_heartbeats.wait(period):
+                return
 
     def _beat(self):
         interval = self.heartbeat_seconds
@@ -259,9 +280,12 @@ class Worker:
                 released += self._on_database(transitions.release, run_id, item.lease.fencing_token) or 0
             item.ctx._lost.set()
         self._stop_heartbeats.set()
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self._heartbeat_thread.join(self.heartbeat_seconds)  # its last announcement must not outlive `forget`
+        self._on_database(consumers.forget, self.worker_id)
         if self.children:
             self.children.shutdown()
+        else:
+            self.pool.shutdown(wait=False, cancel_futures=True)
         return released
 
     def _on_database(self, step, *args):

@@ -1,6 +1,7 @@
 """System checks for the DUETIME_* settings: a bad knob fails `manage.py check`."""
 
 import importlib.util
+import math
 import re
 
 from django.conf import settings
@@ -11,14 +12,23 @@ POSITIVE_KNOBS = (
     "DUETIME_LEASE_SECONDS",
     "DUETIME_HEARTBEAT_SECONDS",
     "DUETIME_LOOKAHEAD_SECONDS",
+    "DUETIME_SHARD_LEASE_SECONDS",
     "DUETIME_MISSED_RUN_CAP",
     "DUETIME_CLAIM_BATCH",
     "DUETIME_POLL_SECONDS",
     "DUETIME_MAX_PAYLOAD_BYTES",
     "DUETIME_IDEMPOTENCY_TTL_HOURS",
     "DUETIME_LIVE_POLL_SECONDS",
+    "DUETIME_REPLICA_PIN_SECONDS",
+    "DUETIME_DISPATCH_AHEAD",
+    "DUETIME_NOTIFY_TIMEOUT_SECONDS",
+    "DUETIME_NOTIFY_RETENTION_DAYS",
 )
-THROTTLE_KNOBS = ("DUETIME_AUTH_FAILURES_PER_MINUTE", "DUETIME_TOKEN_REQUESTS_PER_MINUTE")
+THROTTLE_KNOBS = (
+    "DUETIME_AUTH_FAILURES_PER_MINUTE",
+    "DUETIME_TOKEN_REQUESTS_PER_MINUTE",
+    "DUETIME_NOTIFY_RATE_LIMIT_MINUTES",
+)
 
 
 # run_worker and run_scheduler run only the checks with this tag at start: the knobs, not the URL and
@@ -41,11 +51,51 @@ def duetime_settings(app_configs, **kwargs):
                 id="duetime.E002",
             )
         )
+    errors.extend(_failover_errors())
     for name in THROTTLE_KNOBS:
         value = getattr(settings, name, None)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             errors.append(Error(f"{name} must be a whole number (0 turns it off), not {value!r}.", id="duetime.E010"))
     errors.extend(_task_module_errors())
+    errors.extend(_metrics_errors())
+    return errors
+
+
+def _failover_errors():
+    """The shard lease outlives a few scheduler passes, and the look-ahead outlasts a failover with room to spare.
+
+    A dead scheduler's shards are owned again within runs.shards.failover_seconds()
+    (the lease, then one idle sleep); the new owner must still materialise their
+    occurrences before they are due, so the look-ahead is at least twice that.
+    """
+    from runs import shards  # at call time: the check runs once apps are ready
+
+    lease, lookahead = settings.DUETIME_SHARD_LEASE_SECONDS, settings.DUETIME_LOOKAHEAD_SECONDS
+    if not all(isinstance(v, (int, float)) and v > 0 for v in (lease, lookahead)):
+        return []  # duetime.E001 says so
+    errors = []
+    renew = shards.RENEW_EVERY_SECONDS
+    if lease < 3 * renew:
+        errors.append(
+            Error(
+                f"DUETIME_SHARD_LEASE_SECONDS ({lease:g}) must be at least {3 * renew:g}: schedulers renew their "
+                f"shard leases every pass, up to {renew:g} s apart, and a lease must survive a late pass or two.",
+                hint=f"Set DUETIME_SHARD_LEASE_SECONDS={3 * renew:g} or more (default 6).",
+                id="duetime.E004",
+            )
+        )
+    failover = shards.failover_seconds()
+    if lookahead < 2 * failover:
+        errors.append(
+            Error(
+                f"DUETIME_LOOKAHEAD_SECONDS ({lookahead:g}) must be at least twice the scheduler failover time "
+                f"({failover:g} s: DUETIME_SHARD_LEASE_SECONDS {lease:g} s + up to {renew:g} s between passes), "
+                "or the occurrences of a dead scheduler's shards can be materialised after they are due.",
+                hint=f"Set DUETIME_LOOKAHEAD_SECONDS={math.ceil(2 * failover)} or more, "
+                "or lower DUETIME_SHARD_LEASE_SECONDS.",
+                id="duetime.E005",
+            )
+        )
     return errors
 
 
@@ -75,3 +125,23 @@ def _importable(module):
         return importlib.util.find_spec(module) is not None
     except ImportError:  # a missing parent package
         return False
+
+
+def _metrics_errors():
+    """The engine's metrics ports (DUETIME_METRICS_PORT + 0, 1, 2) are TCP ports; the canaries' queue is a queue name."""
+    from jobs.validation import QUEUE_RE
+
+    errors = []
+    port = settings.DUETIME_METRICS_PORT
+    if not isinstance(port, int) or isinstance(port, bool) or not (port == 0 or 1024 <= port <= 65533):
+        errors.append(
+            Error(
+                f"DUETIME_METRICS_PORT must be 0 (off) or a port from 1024 to 65533, not {port!r}.",
+                hint="run_scheduler, run_worker and run_dispatcher listen on it plus 0, 1 and 2.",
+                id="duetime.E020",
+            )
+        )
+    queue = settings.DUETIME_CANARY_QUEUE
+    if not isinstance(queue, str) or not re.match(QUEUE_RE, queue):
+        errors.append(Error(f"DUETIME_CANARY_QUEUE must be a queue name, not {queue!r}.", id="duetime.E021"))
+    return errors

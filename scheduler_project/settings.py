@@ -48,9 +48,12 @@ INSTALLED_APPS = [
     "jobs",
     "runs",
     "dlq",
+    "notify",
+    "tasks_backend",  # Django's Tasks framework on Duetime (docs/django-tasks.md)
 ]
 
 MIDDLEWARE = [
+    "scheduler_project.metrics.RequestMetrics",  # first: counts every answer, redirects and errors included
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -100,6 +103,21 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+
+# A streaming replica of the primary (optional): portal pages and API reads that need not see their
+# caller's own write read it; writes, transactions, the engine and the commands use the primary
+# (scheduler_project/routers.py, pinning.py; docs/operations.md). Unset: one database, as before.
+DATABASE_REPLICA_URL = env.str("DATABASE_REPLICA_URL", default="")
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = env.db_url_config(DATABASE_REPLICA_URL)
+    DATABASES["replica"].setdefault("CONN_MAX_AGE", DATABASES["default"].get("CONN_MAX_AGE", 0))
+    DATABASES["replica"].setdefault("CONN_HEALTH_CHECKS", True)
+    # Under test the replica is the test database itself: tests that do not set up a replica see one database.
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+    DATABASE_ROUTERS = ["scheduler_project.routers.ReplicaRouter"]
+    # Before the sessions: every query of the request, the session's too, runs inside its choice.
+    sessions = MIDDLEWARE.index("django.contrib.sessions.middleware.SessionMiddleware")
+    MIDDLEWARE.insert(sessions, "scheduler_project.pinning.ReplicaPinMiddleware")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -182,6 +200,9 @@ else:
 DUETIME_LEASE_SECONDS = env.int("DUETIME_LEASE_SECONDS", default=30)
 DUETIME_HEARTBEAT_SECONDS = env.float("DUETIME_HEARTBEAT_SECONDS", default=10.0)
 DUETIME_LOOKAHEAD_SECONDS = env.int("DUETIME_LOOKAHEAD_SECONDS", default=60)
+# A scheduler's hold on its shards (runs/shards.py), renewed every pass: a dead scheduler's shards are
+# owned again within this plus 1 s. The look-ahead must stay at least twice that (check duetime.E005).
+DUETIME_SHARD_LEASE_SECONDS = env.float("DUETIME_SHARD_LEASE_SECONDS", default=6.0)
 DUETIME_MISSED_RUN_CAP = env.int("DUETIME_MISSED_RUN_CAP", default=1000)
 DUETIME_CLAIM_BATCH = env.int("DUETIME_CLAIM_BATCH", default=100)
 DUETIME_POLL_SECONDS = env.float("DUETIME_POLL_SECONDS", default=0.05)
@@ -192,6 +213,65 @@ DUETIME_TOKEN_REQUESTS_PER_MINUTE = env.int("DUETIME_TOKEN_REQUESTS_PER_MINUTE",
 DUETIME_HTTP_ALLOW_PRIVATE = env.bool("DUETIME_HTTP_ALLOW_PRIVATE", default=False)
 DUETIME_IDEMPOTENCY_TTL_HOURS = env.int("DUETIME_IDEMPOTENCY_TTL_HOURS", default=24)
 DUETIME_LIVE_POLL_SECONDS = env.float("DUETIME_LIVE_POLL_SECONDS", default=1.0)
+# Metrics and the canaries (runs/metrics.py, runs/canary.py, docs/operations.md). Scheduler, worker and
+# dispatcher serve /metrics on DUETIME_METRICS_ADDR, port DUETIME_METRICS_PORT + 0, 1, 2 (0: off; their
+# --metrics-port overrides it); the web serves /metrics itself, only to bearers of DUETIME_METRICS_TOKEN when
+# it is set. A canary job per shard runs every minute on DUETIME_CANARY_QUEUE.
+DUETIME_METRICS_PORT = env.int("DUETIME_METRICS_PORT", default=0)
+DUETIME_METRICS_ADDR = env.str("DUETIME_METRICS_ADDR", default="127.0.0.1")
+DUETIME_METRICS_TOKEN = env.str("DUETIME_METRICS_TOKEN", default="")
+DUETIME_CANARY = env.bool("DUETIME_CANARY", default=True)
+DUETIME_CANARY_QUEUE = env.str("DUETIME_CANARY_QUEUE", default="default")
+# Owner notifications (notify/, docs/operations.md): at most one per job, kind and channel per window;
+# a webhook's answer is awaited this long; sent and failed rows are kept this many days.
+DUETIME_NOTIFY_RATE_LIMIT_MINUTES = env.int("DUETIME_NOTIFY_RATE_LIMIT_MINUTES", default=15)
+DUETIME_NOTIFY_TIMEOUT_SECONDS = env.float("DUETIME_NOTIFY_TIMEOUT_SECONDS", default=5.0)
+DUETIME_NOTIFY_RETENTION_DAYS = env.int("DUETIME_NOTIFY_RETENTION_DAYS", default=30)
+# Notification email (Django's MAILERS): EMAIL_URL is smtp://user:password@host:25, smtp+tls://...:587,
+# smtp+ssl://...:465 or consolemail:// (print instead of sending); DEFAULT_FROM_EMAIL is the sender.
+_mail = env.email_url("EMAIL_URL", default="smtp://localhost:25")
+_smtp_options = {
+    "host": _mail.get("EMAIL_HOST"),
+    "port": _mail.get("EMAIL_PORT"),
+    "username": _mail.get("EMAIL_HOST_USER"),
+    "password": _mail.get("EMAIL_HOST_PASSWORD"),
+    "use_tls": _mail.get("EMAIL_USE_TLS"),
+    "use_ssl": _mail.get("EMAIL_USE_SSL"),
+    "timeout": DUETIME_NOTIFY_TIMEOUT_SECONDS,  # a hung mail server must not hold a scheduler pass
+}
+MAILERS = {
+    "default": {
+        "BACKEND": _mail["EMAIL_BACKEND"],
+        "OPTIONS": {k: v for k, v in _smtp_options.items() if v}
+        if _mail["EMAIL_BACKEND"].endswith("smtp.EmailBackend")
+        else {},
+    }
+}
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="duetime@localhost")
+# With DATABASE_REPLICA_URL: how long a caller reads the primary after its last write (scheduler_project/pinning.py).
+DUETIME_REPLICA_PIN_SECONDS = env.int("DUETIME_REPLICA_PIN_SECONDS", default=5)
 # The only modules whose Django tasks python jobs may name (docs/tasks.md); the defaults are the
 # harmless demo and benchmark handlers, which a tenant can use only once a superuser allows them.
 DUETIME_TASK_MODULES = env.list("DUETIME_TASK_MODULES", default=["examples.demo_handlers", "bench.handlers"])
+# The canaries' task is always registered: the dead-man's switch must not depend on this list.
+DUETIME_TASK_MODULES = [*DUETIME_TASK_MODULES, "runs.canary"]
+
+# Django's Tasks framework (docs/django-tasks.md): "default" stays Django's in-process backend. With
+# DUETIME_TASKS_TENANT set, a task declared @task(backend="duetime") and enqueued in this project becomes
+# a run of that tenant's job for it (tasks_backend.backend.DuetimeBackend).
+TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
+if DUETIME_TASKS_TENANT := env.str("DUETIME_TASKS_TENANT", default=""):
+    TASKS["duetime"] = {
+        "BACKEND": "tasks_backend.backend.DuetimeBackend",
+        "QUEUES": [],  # any queue: the workers' --queues decide what runs
+        "OPTIONS": {"tenant": DUETIME_TASKS_TENANT},
+    }
+
+# Celery as the worker transport (docs/operations.md): run_dispatcher publishes due `celery` runs to this
+# broker (RabbitMQ by default, Redis too); empty: no dispatcher, `celery` runs wait. The team's Celery app
+# reads the same CELERY_* settings (app.config_from_object("django.conf:settings", namespace="CELERY")).
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="")
+CELERY_TASK_IGNORE_RESULT = True  # outcomes are recorded by Duetime; no result backend
+# Runs a dispatcher keeps published but not yet started by a Celery worker: the backlog stays in
+# Duetime (priorities, fair share, caps), and a message never waits in the broker near its lease.
+DUETIME_DISPATCH_AHEAD = env.int("DUETIME_DISPATCH_AHEAD", default=1000)

@@ -3,6 +3,7 @@
 The test tenants (tests/conftest.py) are allowed the `tests.handlers` prefix.
 """
 
+import asyncio
 import json
 import os
 import time
@@ -88,3 +89,28 @@ def sleep(seconds):
 def exit_now(code=1):
     """Ends its process at once, as a crash in native code would: no exception, no cleanup."""
     os._exit(code)
+
+
+@task
+def add(a, b):
+    """Returns a JSON object: it is stored on the attempt."""
+    return {"sum": a + b}
+
+
+@task
+async def add_later(a, b):
+    """An `async def` task: Django's Task.call runs it to completion."""
+    await asyncio.sleep(0)
+    return {"sum": a + b}
+
+
+@task
+def returns_a_set():
+    """Returns what JSON cannot hold."""
+    return {1, 2}
+
+
+@task
+def returns(value):
+    """Returns `value` (a return value the size of the payload)."""
+    return value

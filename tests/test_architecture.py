@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("scheduler_project", "jobs", "runs", "dlq", "bench")
-APPS = ("jobs", "runs", "dlq")
+PACKAGES = ("scheduler_project", "jobs", "runs", "dlq", "notify", "bench", "tasks_backend")
+APPS = ("jobs", "runs", "dlq", "notify", "tasks_backend")
 # Subpackages of an app that are surfaces (leaves) rather than its domain.
 SURFACES = ("api", "admin", "management", "migrations")
 WEB_ONLY = (
@@ -163,3 +163,15 @@ def test_it_keeps_the_shared_plumbing_free_of_app_surfaces():
             continue
         offenders += [f"{name} imports {t}" for t in targets if layer(t)[0] in APPS and layer(t)[1] in ("api", "admin")]
     assert not offenders, "\n".join(sorted(set(offenders)))
+
+
+def test_it_keeps_the_tasks_backend_above_the_engine():
+    """tasks_backend uses jobs and runs (Django's Tasks framework on top); the engine never imports it."""
+    offenders = [
+        f"{name} imports {target}"
+        for name, targets in import_graph().items()
+        if layer(name)[0] in ("jobs", "runs", "dlq", "notify")
+        for target in targets
+        if layer(target)[0] == "tasks_backend"
+    ]
+    assert not offenders, "\n".join(sorted(offenders))

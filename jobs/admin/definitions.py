@@ -11,7 +11,7 @@ as the API does.
 import re
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import OuterRef, Subquery
@@ -20,7 +20,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from jobs import audit, quotas
 from jobs.admin.actions import JOB_ACTIONS, backfill_step
@@ -28,6 +28,8 @@ from jobs.audit import actor_for_user
 from jobs.definitions import save_definition
 from jobs.models import QUEUE_RE, ApiToken, AuditEntry, JobDefinition, Tenant
 from jobs.quotas import QuotaExceeded
+from notify.models import Notification
+from runs import consumers
 from runs.models import TERMINAL_STATES, Run
 from scheduler_project.admin import lateness, scoping
 from scheduler_project.admin.confirm import confirm_action
@@ -112,7 +114,16 @@ class JobDefinitionAdmin(TenantScopedAdmin):
     actions = JOB_ACTIONS
     # `status` is read-only: the actions change it through runs.controls, which cancel the runs of a
     # cancelled job and record the occurrences a resumed job passed over; a bare save() would do neither.
-    readonly_fields = ["status", "schedule_preview", "next_due_at", "shard", "version", "created_at", "updated_at"]
+    readonly_fields = [
+        "status",
+        "schedule_preview",
+        "notifications_sent",
+        "next_due_at",
+        "shard",
+        "version",
+        "created_at",
+        "updated_at",
+    ]
     fieldsets = [
         (None, {"fields": ["tenant", "name", "status"]}),
         (
@@ -136,6 +147,19 @@ class JobDefinitionAdmin(TenantScopedAdmin):
             {"fields": ["target_kind", "target_ref", "payload", "queue", "priority", "timeout_seconds", "concurrency"]},
         ),
         ("Retries", {"fields": ["max_attempts", "retry_base_seconds", "retry_max_seconds"]}),
+        (
+            "Owner notifications",
+            {
+                "description": "Who hears of dead letters, skip streaks and lateness (docs/operations.md).",
+                "fields": [
+                    "owner_email",
+                    "owner_webhook_url",
+                    "notify_lateness_p99_seconds",
+                    "notify_skip_streak",
+                    "notifications_sent",
+                ],
+            },
+        ),
         (
             "Bookkeeping",
             {"classes": ["collapse"], "fields": ["next_due_at", "shard", "version", "created_at", "updated_at"]},
@@ -200,6 +224,24 @@ class JobDefinitionAdmin(TenantScopedAdmin):
                 job.lateness_24h = summaries[job.pk]
         return response
 
+    @admin.display(description="sent lately")
+    def notifications_sent(self, job):
+        """The job's last five notifications (notification_by_job), and a link to all of them."""
+        if not job.pk:
+            return "—"
+        latest = Notification.objects.filter(job=job).order_by("-created_at", "-id")[:5]
+        items = format_html_join(
+            "",
+            "<li>{} {} {} to {}: {}</li>",
+            (
+                (n.created_at.strftime("%Y-%m-%d %H:%M:%S UTC"), n.kind, n.channel, n.recipient, n.status)
+                for n in latest
+            ),
+        )
+        url = reverse("admin:notify_notification_changelist") + f"?job={job.pk}"
+        listed = format_html('<ul class="portal-list" data-testid="job-notifications">{}</ul>', items) if items else ""
+        return format_html('{}<a href="{}">All notifications of this job</a>', listed or "None yet. ", url)
+
     @admin.display(description="next occurrences")
     def schedule_preview(self, job):
         url = reverse("admin:portal_schedule_preview")
@@ -216,6 +258,16 @@ class JobDefinitionAdmin(TenantScopedAdmin):
 
     def save_model(self, request, obj, form, change):
         save_definition(obj, actor_for_user(request.user))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """The edit page, with a warning when nothing running would take the job's runs."""
+        if request.method == "GET":
+            job = self.get_object(request, object_id)
+            if job is not None and job.status == JobDefinition.Status.ACTIVE:
+                warning = consumers.unserved(job.target_kind, job.queue, tenant_id=job.tenant_id)
+                if warning:
+                    messages.warning(request, warning)
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def get_urls(self):
         return [

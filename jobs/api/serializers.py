@@ -33,6 +33,10 @@ BODY_PATHS = {
     "max_attempts": "retry.max_attempts",
     "retry_base_seconds": "retry.base_seconds",
     "retry_max_seconds": "retry.max_seconds",
+    "owner_email": "owner.email",
+    "owner_webhook_url": "owner.webhook_url",
+    "notify_lateness_p99_seconds": "owner.lateness_p99_seconds",
+    "notify_skip_streak": "owner.skip_streak",
 }
 PRIORITIES = {choice.label: choice.value for choice in JobDefinition.Priority}
 
@@ -87,7 +91,7 @@ class TargetSerializer(serializers.Serializer):
         allow_null=True,
         allow_blank=True,
         default=None,
-        help_text="python: dotted path; http: URL; celery: task name; external: null.",
+        help_text="python, celery: dotted path to a registered Django task; http: URL; external: null.",
     )
 
     def to_representation(self, job):
@@ -102,6 +106,55 @@ class RetrySerializer(serializers.Serializer):
     max_attempts = Integer(min_value=1, max_value=100, default=5)
     base_seconds = Integer(source="retry_base_seconds", min_value=0, max_value=7 * 86400, default=30)
     max_seconds = Integer(source="retry_max_seconds", min_value=0, max_value=7 * 86400, default=1800)
+
+
+class OwnerSerializer(serializers.Serializer):
+    """Who hears of the job's trouble (docs/operations.md, Owner notifications); all optional."""
+
+    email = Text(
+        source="owner_email",
+        max_length=254,
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
+        help_text="Emailed when a run dead-letters, on a skip streak, on lateness past the threshold.",
+    )
+    webhook_url = Text(
+        source="owner_webhook_url",
+        max_length=2000,
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
+        help_text="POSTed the same events as JSON, signed (header Duetime-Signature); public addresses only.",
+    )
+    lateness_p99_seconds = Integer(
+        source="notify_lateness_p99_seconds",
+        min_value=1,
+        max_value=2**31 - 1,
+        allow_null=True,
+        default=None,
+        help_text="Notify when the job's p99 lateness over the last hour passes this; null: never.",
+    )
+    skip_streak = Integer(
+        source="notify_skip_streak",
+        min_value=1,
+        max_value=10_000,
+        allow_null=True,
+        default=None,
+        help_text="Notify when this many runs in a row were skipped; null: never.",
+    )
+
+    def to_representation(self, job):
+        data = super().to_representation(job)
+        data["email"], data["webhook_url"] = job.owner_email or None, job.owner_webhook_url or None
+        return data
+
+    def validate(self, attrs):
+        attrs["owner_email"] = attrs.get("owner_email") or ""
+        attrs["owner_webhook_url"] = attrs.get("owner_webhook_url") or ""
+        return attrs
 
 
 class JobSerializer(serializers.Serializer):
@@ -125,6 +178,7 @@ class JobSerializer(serializers.Serializer):
         JobDefinition.OverlapPolicy.values, default=JobDefinition.OverlapPolicy.FORBID
     )
     payload = PayloadField(default=dict)
+    owner = OwnerSerializer(source="*", required=False)
     next_due_at = serializers.DateTimeField(read_only=True, allow_null=True)
     version = serializers.IntegerField(read_only=True)
     created_at = serializers.DateTimeField(read_only=True)
@@ -133,6 +187,8 @@ class JobSerializer(serializers.Serializer):
     def to_internal_value(self, data):
         if isinstance(data, dict) and "retry" not in data:
             data = {**data, "retry": {}}  # the whole retry policy defaults
+        if isinstance(data, dict) and "owner" not in data:
+            data = {**data, "owner": {}}  # no owner contact: nobody is notified
         values = super().to_internal_value(data)
         values.setdefault("priority", JobDefinition.Priority.DEFAULT)
         # An external job's runs wait for workers that lease over HTTP: without a queue of

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from jobs import cron
 from jobs.models import JobDefinition
+from runs import canary, consumers
 from runs.admin.charts import bar_chart, line_chart
 from runs.admin.stats import (
     DAY,
@@ -93,6 +94,7 @@ def overview(request):
         expiries=lease_expiries(tenant, now),
         dead=dead_letters_by_job(tenant, now),
         lateness_hour={k: format_ms(hour.get(k)) for k in ("p50", "p95", "p99")},
+        engine_alerts=canary.status(now).messages(),
         lateness_hour_count=hour["count"],
         outcomes_hour=outcomes(tenant, now, HOUR),
         dead_growth_total=sum(p["count"] for p in day_growth),
@@ -120,6 +122,7 @@ def all_tenants(request):
         "rows": rows,
         "now": now,
         "tenant_count": scoping.tenants(request.user).count(),
+        "engine_alerts": canary.status(now).messages(),
     }
     return TemplateResponse(request, "portal/tenants.html", context)
 
@@ -167,7 +170,9 @@ def lateness_page(request):
 
 @site.register_view("dashboard/jobs/<int:job_id>/", name="portal_job")
 def job_page(request, job_id):
-    job = get_object_or_404(scoping.scope(JobDefinition.objects.select_related("tenant"), request.user), pk=job_id)
+    job = get_object_or_404(
+        scoping.scope(JobDefinition.objects.select_related("tenant"), request.user, system=True), pk=job_id
+    )
     now = timezone.now()
     upcoming = []
     if job.schedule_kind == JobDefinition.ScheduleKind.CRON:
@@ -197,5 +202,6 @@ def job_page(request, job_id):
         history=history,
         failure=failure,
         last_finished=next((r for r in history if r.state in TERMINAL_STATES), None),
+        unserved=consumers.unserved(job.target_kind, job.queue, now, tenant_id=job.tenant_id),
     )
     return TemplateResponse(request, "portal/job.html", context)

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from jobs.audit import actor_for_user
-from runs import controls
+from runs import celery_task, controls
 from runs.models import CLAIMABLE_STATES, TERMINAL_STATES, Attempt, Run
 from scheduler_project.admin import scoping
 from scheduler_project.admin.confirm import confirm_action
@@ -71,7 +71,7 @@ class AttemptInline(admin.TabularInline):
     can_delete = False
     fields = [
         "attempt",
-        "worker_id",
+        "worker_shown",
         "fencing_token",
         "available_at",
         "started_at",
@@ -91,6 +91,13 @@ class AttemptInline(admin.TabularInline):
 
     def has_view_permission(self, request, obj=None):
         return scoping.is_operator(request.user)
+
+    @admin.display(description="worker")
+    def worker_shown(self, attempt):
+        celery = celery_task.executor(attempt.worker_id)
+        if celery:  # run by a team's Celery worker (run_dispatcher): say which worker and which task
+            return format_html('Celery worker {} <span class="quiet">task {}</span>', *celery)
+        return attempt.worker_id or "—"
 
     @admin.display(description="lateness")
     def lateness_shown(self, attempt):

@@ -19,7 +19,7 @@ import datetime as dt
 from django.db.models import Count, Min, Q
 
 from dlq.models import DeadLetter
-from jobs.models import JobDefinition, Tenant
+from jobs.models import SYSTEM_TENANT, JobDefinition, Tenant
 from runs.models import Attempt, Run, TenantMinute
 from scheduler_project.admin.counts import capped_count
 from scheduler_project.admin.lateness import summary
@@ -200,6 +200,9 @@ def tenants_at_a_glance(tenant_ids, now, limit=100):
     for d in dead.annotate(n=Count("id")):
         row(d["tenant_id"])["dead_new"] = d["n"]
     names = dict(Tenant.objects.filter(pk__in=rows).values_list("pk", "name"))
+    for tenant_id, name in names.items():
+        if name == SYSTEM_TENANT:  # the canaries (runs/canary.py) are the engine's, not a tenant's
+            del rows[tenant_id]
     for r in rows.values():
         r["name"] = names.get(r["tenant_id"], "?")
     zero = dt.timedelta(0)

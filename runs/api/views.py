@@ -1,7 +1,8 @@
 """Runs over HTTP.
 
 Team tokens: a job's runs (list, enqueue one-off or delayed runs, trigger),
-one run with its attempts, cancel. Worker tokens: lease (long-poll),
+one run with its attempts, cancel. Worker tokens: lease (long-poll; runs
+of `external` jobs only, and the token is announced as their consumer),
 heartbeat, complete; a stale fencing token raises transitions.StaleLease,
 which the problem table answers 409 `stale-lease`. All state changes go
 through runs.claims, runs.enqueue and runs.transitions.
@@ -15,8 +16,9 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
 from jobs import audit, tokens
+from jobs.audit import actor_for_token
 from jobs.idempotency import HEADER, KeyReused
-from runs import claims, enqueue, transitions
+from runs import claims, consumers, enqueue, transitions
 from runs.api.serializers import (
     CancelSerializer,
     CompleteResultSerializer,
@@ -37,6 +39,9 @@ from scheduler_project.api.idempotent import IDEMPOTENCY_KEY, idempotent, read_k
 from scheduler_project.api.lookups import NAME, get_scoped, job_or_404, live_job_or_409
 from scheduler_project.api.problems import Problem, problem_responses, validated
 
+# The target kinds the lease endpoint hands out: jobs that external workers run. run_worker executes
+# `python` and `http` (runs.targets.EXECUTED_KINDS) and the Celery dispatcher `celery`.
+LEASED_KINDS = ("external",)
 RUN_ID = OpenApiParameter("run_id", int, OpenApiParameter.PATH, description="The run's id.")
 
 
@@ -165,13 +170,14 @@ class RunCancelView(TeamEndpoint):
 class LeaseView(WorkerEndpoint):
     @extend_schema(
         operation_id="lease",
-        summary="Lease due runs of the token's queues (long-polls up to wait_seconds)",
+        summary="Lease due runs of external jobs on the token's queues (long-polls up to wait_seconds)",
         request=LeaseRequestSerializer,
         responses={200: LeasesSerializer, **problem_responses(400, 415)},
     )
     def post(self, request):
         values = validated(LeaseRequestSerializer, request.data)
         queues = tokens.leasable_queues(request.auth, values.get("queues"))
+        announce_consumer(request.auth, queues)
         leases = wait_and_claim(
             queues,
             values["max"],
@@ -183,6 +189,23 @@ class LeaseView(WorkerEndpoint):
         return Response({"leases": LeaseSerializer(leases, many=True).data})
 
 
+_announced = {}  # (token prefix, queue) -> time.monotonic() of this process's last announcement
+
+
+def announce_consumer(token, queues):
+    """Announce the token as a consumer of `external` runs on each of `queues`, at most every ANNOUNCE_SECONDS.
+
+    One row per token and queue, so a token that leases from two queues in
+    turns counts for both.
+    """
+    now = time.monotonic()
+    for queue in queues:
+        key = (token.prefix, queue)
+        if now - _announced.get(key, -consumers.ANNOUNCE_SECONDS) >= consumers.ANNOUNCE_SECONDS:
+            consumers.announce(f"{actor_for_token(token)}@{queue}", LEASED_KINDS, [queue], tenant_id=token.tenant_id)
+            _announced[key] = now
+
+
 def wait_and_claim(queues, n, worker_id, *, lease_seconds, tenant_id, wait_seconds):
     """Claim now; if nothing was due, poll until something is or `wait_seconds` pass.
 
@@ -192,7 +215,9 @@ def wait_and_claim(queues, n, worker_id, *, lease_seconds, tenant_id, wait_secon
     poll = max(0.05, min(settings.DUETIME_POLL_SECONDS, 0.1))
     deadline = time.monotonic() + wait_seconds
     while True:
-        leases = claims.claim(queues, n, worker_id, lease_seconds=lease_seconds, tenant_id=tenant_id)
+        leases = claims.claim(
+            queues, n, worker_id, lease_seconds=lease_seconds, tenant_id=tenant_id, kinds=LEASED_KINDS
+        )
         if leases or time.monotonic() >= deadline:
             return leases
         while time.monotonic() < deadline:
@@ -204,7 +229,9 @@ def wait_and_claim(queues, n, worker_id, *, lease_seconds, tenant_id, wait_secon
 def looks_due(queues, tenant_id):
     """A hint only (the claim decides, on the database clock): is any run of an active job due?"""
     ready = Run.objects.ready(timezone.now())
-    return ready.filter(tenant_id=tenant_id, queue__in=queues, job__status="active").exists()
+    return ready.filter(
+        tenant_id=tenant_id, queue__in=queues, job__status="active", job__target_kind__in=LEASED_KINDS
+    ).exists()
 
 
 class HeartbeatView(WorkerEndpoint):

@@ -178,18 +178,19 @@ RETURNING lease_expires_at;
 -- transitions.complete_runs (complete, complete_many): finish many attempts in one statement. Each run
 -- moves only where its fencing token matches and it is still leased (the
 -- `held` CTE locks those rows by primary key, and re-checks them after any
--- wait); the attempt rows and any dead letters are written in the same
+-- wait); the attempt rows (with the task's return value, JSON text or
+-- NULL) and any dead letters are written in the same
 -- statement. The input drives the join, so each run is one primary-key
 -- lookup (never a scan of the leased range). Backoff before retry n is full jitter:
 -- uniform(0, min(retry_max, retry_base * 2^(n-1))).
 WITH input AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(outcomes)s::text[],
-                         %(errors)s::text[], %(retryable)s::boolean[])
-           AS i(id, token, outcome, error, retryable)
+                         %(errors)s::text[], %(retryable)s::boolean[], %(results)s::text[])
+           AS i(id, token, outcome, error, retryable, result)
 ),
 held AS (
     SELECT r.id, r.attempt, r.max_attempts, r.fencing_token, r.worker_id, r.available_at, r.started_at,
-           r.job_id, r.tenant_id, i.outcome, i.error,
+           r.job_id, r.tenant_id, i.outcome, i.error, i.result,
            CASE WHEN i.outcome = 'succeeded' THEN 'succeeded'
                 WHEN i.retryable AND r.attempt < r.max_attempts THEN 'retry_wait'
                 ELSE 'dead' END AS next_state,
@@ -221,9 +222,10 @@ moved AS (
     RETURNING r.id, r.state, r.available_at
 ),
 attempts AS (
-    INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error)
+    INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error,
+                              return_value)
     SELECT h.id, h.attempt, h.fencing_token, h.worker_id, h.available_at, h.started_at,
-           coalesce(%(now)s::timestamptz, statement_timestamp()), h.outcome, h.error
+           coalesce(%(now)s::timestamptz, statement_timestamp()), h.outcome, h.error, h.result::jsonb
     FROM held h
 ),
 dead AS (
@@ -310,3 +312,28 @@ FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(job_id bigint, tenant_id bigint, o
                                               finished_at timestamp, reason text, covers_until timestamp)
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, idempotency_key;
+
+-- name: start_attempt
+-- transitions.start_attempt (the Celery task runs.celery_execute, before it calls the handler): the
+-- executor takes over a lease that run_dispatcher claimed and published. Only
+-- once per lease: while the run is still held by the dispatcher that published
+-- it (`dispatched_by`) under this fencing token, so a message delivered again
+-- (a worker lost, a broker restart) never starts a second execution of one
+-- lease. Records who runs it and when it really started (its lateness), and
+-- leases it from now, never past that start + the job's timeout. Its commit
+-- does not wait for the WAL flush (synchronous_commit off, this transaction
+-- only): a take-over lost in a database crash leaves the lease with the
+-- dispatcher, where it expires and the reaper retries the run, as it would
+-- after a worker crash. One flush per execution would cap a Celery worker
+-- child at the disk's flush rate. The setting is made by the statement itself
+-- (`relaxed`, evaluated once): one round trip, in its own implicit transaction.
+UPDATE runs_run
+SET worker_id = %(worker)s,
+    started_at = coalesce(%(now)s::timestamptz, statement_timestamp()),
+    lease_expires_at = coalesce(%(now)s::timestamptz, statement_timestamp())
+        + make_interval(secs => least(%(lease)s, timeout_seconds))
+FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
+WHERE id = %(id)s AND fencing_token = %(token)s AND worker_id = %(dispatched_by)s
+  -- `state || ''`: a primary-key lookup, as in heartbeat.
+  AND state || '' = 'leased'
+RETURNING lease_expires_at;

@@ -124,16 +124,19 @@ RETURNING lease_expires_at;
 -- name: complete_runs
 -- transitions.complete_runs (complete, complete_many): finish many attempts.
 -- `held` is the input joined to the runs whose fencing token matches and
--- that are still leased; the attempt rows and dead letters are written from
+-- that are still leased; the attempt rows (with the return value's JSON
+-- text, or NULL) and dead letters are written from
 -- it before the runs move (the move changes what `held` selects). Backoff
 -- before retry n is full jitter: uniform(0, min(retry_max, retry_base * 2^(n-1))).
 WITH input AS (
     SELECT i.value AS id, %(tokens)s ->> i.key AS token, %(outcomes)s ->> i.key AS outcome,
-           %(errors)s ->> i.key AS error, %(retryable)s ->> i.key AS retryable
+           %(errors)s ->> i.key AS error, %(retryable)s ->> i.key AS retryable, %(results)s ->> i.key AS result
     FROM json_each(%(ids)s) i
 )
-INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error)
-SELECT r.id, r.attempt, r.fencing_token, r.worker_id, r.available_at, r.started_at, %(now)s, i.outcome, i.error
+INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error,
+                          return_value)
+SELECT r.id, r.attempt, r.fencing_token, r.worker_id, r.available_at, r.started_at, %(now)s, i.outcome, i.error,
+       i.result
 FROM input i
 JOIN runs_run r ON r.id = i.id AND r.fencing_token = i.token AND r.state = 'leased';
 WITH input AS (
@@ -268,3 +271,14 @@ FROM json_each(%(rows)s) r
 WHERE true
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, idempotency_key;
+
+-- name: start_attempt
+-- transitions.start_attempt (the Celery task runs.celery_execute): take over a
+-- lease the dispatcher published, once, while its fencing token is current and
+-- the dispatcher still holds it; records the executor and the real start.
+UPDATE runs_run
+SET worker_id = %(worker)s,
+    started_at = %(now)s,
+    lease_expires_at = strftime('%%Y-%%m-%%d %%H:%%M:%%f', %(now)s, '+' || min(%(lease)s, timeout_seconds) || ' seconds')
+WHERE id = %(id)s AND fencing_token = %(token)s AND worker_id = %(dispatched_by)s AND state = 'leased'
+RETURNING lease_expires_at;

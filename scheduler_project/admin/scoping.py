@@ -13,7 +13,7 @@ actions and choices.
 from django.contrib import admin
 from django.http import Http404
 
-from jobs.models import JobDefinition, Tenant
+from jobs.models import SYSTEM_TENANT, JobDefinition, Tenant
 
 
 def sees_all(user):
@@ -28,9 +28,12 @@ def is_operator(user):
 
 
 def tenants(user):
-    """The tenants `user` may see, as a queryset (none for anonymous or non-staff users)."""
+    """The tenants `user` may see, as a queryset (none for anonymous or non-staff users).
+
+    The system tenant (the canaries) is in no list: a superuser opens it by name (`tenant_or_404`).
+    """
     if sees_all(user):
-        return Tenant.objects.all()
+        return Tenant.objects.exclude(name=SYSTEM_TENANT)
     if not (user and user.is_active and user.is_staff):
         return Tenant.objects.none()
     return Tenant.objects.filter(members=user)
@@ -43,11 +46,26 @@ def tenant_ids(user):
     return set(tenants(user).values_list("pk", flat=True))
 
 
-def scope(queryset, user, field="tenant"):
-    """`queryset` narrowed to the rows of `user`'s tenants; `field` is the path to the tenant."""
+def system_tenant_id():
+    """The pk of the system tenant (the canaries), or None before the scheduler created it."""
+    return Tenant.objects.filter(name=SYSTEM_TENANT).values_list("pk", flat=True).first()
+
+
+def scope(queryset, user, field="tenant", *, system=False):
+    """`queryset` narrowed to the rows of `user`'s tenants; `field` is the path to the tenant.
+
+    A superuser's lists leave out the system tenant's rows (64 canary jobs and
+    a run of each a minute would bury the tenants' own); `system=True` keeps
+    them, for a canary's own page and a list filtered to that tenant.
+    """
     ids = tenant_ids(user)
     if ids is None:
-        return queryset
+        hidden = None if system else system_tenant_id()
+        if hidden is None:
+            return queryset
+        if queryset.model is Tenant and field == "tenant":
+            return queryset.exclude(pk=hidden)
+        return queryset.exclude(**{f"{field}_id": hidden})
     if queryset.model is Tenant and field == "tenant":
         return queryset.filter(pk__in=ids)
     return queryset.filter(**{f"{field}_id__in": ids})
@@ -60,7 +78,7 @@ def can_see_tenant(user, tenant_id):
 
 def tenant_or_404(user, name):
     """The tenant called `name` if `user` may see it; otherwise 404, whether it exists or not."""
-    tenant = tenants(user).filter(name=name).first()
+    tenant = (Tenant.objects.all() if sees_all(user) else tenants(user)).filter(name=name).first()
     if tenant is None:
         raise Http404("No such tenant.")
     return tenant
@@ -78,9 +96,17 @@ class TenantScopedAdmin(admin.ModelAdmin):
     tenant_field = "tenant"  # path from the model to its tenant
 
     def get_queryset(self, request):
-        return scope(super().get_queryset(request), request.user, self.tenant_field)
+        return scope(super().get_queryset(request), request.user, self.tenant_field, system=self._shows_system(request))
+
+    def _shows_system(self, request):
+        """An object's page, or a list filtered to the system tenant (TenantFilter's `tenant`), shows its rows."""
+        if getattr(request, "duetime_shows_system", False):
+            return True
+        wanted = request.GET.get("tenant")
+        return bool(wanted) and wanted == str(system_tenant_id())
 
     def get_object(self, request, object_id, from_field=None):
+        request.duetime_shows_system = True  # a canary's own page opens for a superuser (its lists leave it out)
         obj = super().get_object(request, object_id, from_field)
         if obj is None:
             raise Http404("No such object.")  # another tenant's object looks exactly like a missing one

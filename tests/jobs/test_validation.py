@@ -182,3 +182,37 @@ def test_it_refuses_a_payload_that_carries_a_credential(payload, named):
 
 def test_it_accepts_a_payload_that_names_a_secret_instead():
     assert check_payload({"dsn_secret": "billing/db", "report": "https://reports.internal/monthly"}) is None
+
+
+def test_it_accepts_an_owner_contact_and_thresholds(acme):
+    job, _ = save_definition(
+        definition(
+            acme,
+            owner_email="billing-oncall@acme.example",
+            owner_webhook_url="https://hooks.acme.example/duetime?team=billing",
+            notify_lateness_p99_seconds=60,
+            notify_skip_streak=3,
+        ),
+        "user:alice",
+    )
+    assert job.notify_skip_streak == 3
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "says"),
+    [
+        ({"owner_email": "billing at acme"}, "owner_email", "is not an email address"),
+        ({"owner_webhook_url": "hooks.acme.example/duetime"}, "owner_webhook_url", "is not an http(s) URL"),
+        ({"owner_webhook_url": "file:///etc/passwd"}, "owner_webhook_url", "is not an http(s) URL"),
+        ({"owner_email": "a@acme.example", "notify_skip_streak": 0}, "notify_skip_streak", "must be between 1"),
+        (
+            {"owner_email": "a@acme.example", "notify_lateness_p99_seconds": 0},
+            "notify_lateness_p99_seconds",
+            "at least 1",
+        ),
+        ({"notify_lateness_p99_seconds": 30}, "notify_lateness_p99_seconds", "set owner_email or owner_webhook_url"),
+    ],
+)
+def test_it_names_the_owner_field_and_the_fix(acme, fields, field, says):
+    errors = errors_of(definition(acme, **fields))
+    assert says in " ".join(errors[field])

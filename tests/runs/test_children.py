@@ -56,3 +56,18 @@ def test_it_fails_the_attempt_of_a_handler_that_kills_its_process_and_carries_on
     after, _ = enqueue.enqueue(make_job(acme, "after"))
     drive(worker, lambda: Run.objects.get(pk=after.pk).state == "succeeded")
     assert all(child.alive for child in worker.children.children), "the crashed child was replaced"
+
+
+def test_a_child_killed_at_its_timeout_takes_no_other_attempt_with_it(acme, make_job, worker):
+    stuck = make_job(
+        acme, "stuck", target_ref="tests.handlers.sleep", payload={"seconds": 60}, timeout_seconds=1, max_attempts=1
+    )
+    quick = make_job(acme, "quick", target_ref="tests.handlers.add", payload={"a": 1, "b": 2}, overlap_policy="allow")
+    held, _ = enqueue.enqueue(stuck)
+    runs = [enqueue.enqueue(quick)[0] for _ in range(30)]
+    drive(worker, lambda: Attempt.objects.filter(run=held).exists(), timeout=30)
+    drive(worker, lambda: Run.objects.filter(job=quick, state="succeeded").count() == 30, timeout=30)
+    assert list(Attempt.objects.filter(run=held).values_list("outcome", flat=True)) == ["timed_out"]
+    quick_attempts = Attempt.objects.filter(run__in=runs)
+    assert set(quick_attempts.values_list("outcome", flat=True)) == {"succeeded"}
+    assert quick_attempts.count() == 30 and all(a.return_value == {"sum": 3} for a in quick_attempts)

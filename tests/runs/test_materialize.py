@@ -2,10 +2,13 @@
 
 import datetime as dt
 
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
 from jobs import cron
 from jobs.definitions import save_definition
 from jobs.models import JobDefinition, Tenant
-from runs import materialize
+from runs import materialize, shards
 from runs.models import Run
 
 UTC = dt.UTC
@@ -178,3 +181,67 @@ def test_it_shares_the_tenants_pending_room_between_its_jobs_in_one_pass(acme, e
     materialize.materialize(T0, lookahead=0)
     assert Run.objects.filter(tenant=acme, state="scheduled").count() == 1
     assert Run.objects.get(tenant=acme, state="skipped").reason.startswith("quota: max_pending_runs")
+
+
+def test_a_node_whose_shard_was_taken_over_materialises_nothing_for_it(every_minute):
+    shards.ensure_rows()
+    a = shards.own_shards("node-a", T0)
+    b = shards.own_shards("node-b", T0 + minutes(1))  # node-a paused past its lease; node-b took every shard
+    result = materialize.materialize(T0, shards=a, owner="node-a", lookahead=120)
+    assert (result.jobs, result.inserted, result.refused_shards) == (0, 0, 1)
+    assert scheduled(every_minute) == []
+    every_minute.refresh_from_db()
+    assert every_minute.next_due_at == T0  # untouched: the new owner materialises it
+    result = materialize.materialize(T0, shards=b, owner="node-b", lookahead=120)
+    assert (result.inserted, result.refused_shards) == (3, 0)
+    assert scheduled(every_minute) == [T0, T0 + minutes(1), T0 + minutes(2)]
+
+
+def test_the_owner_of_a_shard_materialises_it_with_its_epoch_idempotently(every_minute):
+    shards.ensure_rows()
+    a = shards.own_shards("node-a", T0)
+    assert materialize.materialize(T0, shards=a, owner="node-a", lookahead=60).inserted == 2
+    assert materialize.materialize(T0, shards=a, owner="node-a", lookahead=60).inserted == 0
+    assert scheduled(every_minute) == [T0, T0 + minutes(1)]
+
+
+def test_a_pass_out_of_time_finishes_its_shard_and_says_there_is_more(acme, make_job):
+    jobs = [make_job(acme, f"ping-{i}", cron_expr="* * * * *") for i in range(8)]
+    JobDefinition.objects.filter(pk__in=[j.pk for j in jobs]).update(next_due_at=T0)
+    assert len({job.shard for job in jobs}) > 1
+    result = materialize.materialize(T0, lookahead=0, budget=0)  # spent at once: one shard, then stop
+    assert result.more and 1 <= result.jobs < 8
+    assert materialize.materialize(T0, lookahead=0).jobs == 8 - result.jobs
+    assert Run.objects.filter(job__in=jobs).count() == 8
+
+
+def jobs_on_one_shard(tenant, make_job, count):
+    """`count` every-minute jobs of `tenant` that hash to the same shard, due at T0."""
+    from jobs.models import shard_for
+
+    names = [n for n in (f"ping-{i}" for i in range(5000)) if shard_for(tenant.name, n) == 0][:count]
+    jobs = [make_job(tenant, name, cron_expr="* * * * *") for name in names]
+    JobDefinition.objects.filter(pk__in=[j.pk for j in jobs]).update(next_due_at=T0)
+    return jobs
+
+
+def test_a_shard_is_materialised_in_the_same_few_statements_whatever_its_number_of_jobs(acme, globex, make_job):
+    jobs_on_one_shard(acme, make_job, 5)
+    with CaptureQueriesContext(connection) as five:
+        assert materialize.materialize(T0, lookahead=60).inserted == 10
+    more = jobs_on_one_shard(globex, make_job, 40)
+    with CaptureQueriesContext(connection) as forty:
+        assert materialize.materialize(T0, lookahead=60).inserted == 80
+    assert len(forty) == len(five)  # one tenant, one shard each time
+    assert Run.objects.filter(job__in=more).count() == 80
+
+
+def test_a_job_paused_after_the_pass_listed_it_is_left_alone(acme, make_job):
+    paused, active = jobs_on_one_shard(acme, make_job, 2)
+    JobDefinition.objects.filter(pk=paused.pk).update(status="paused")
+    with transaction.atomic():
+        done = materialize.materialize_shard([paused.pk, active.pk], T0, T0 + minutes(1), {})
+    assert done == (1, 2, 0)
+    assert not Run.objects.filter(job=paused).exists()
+    paused.refresh_from_db()
+    assert paused.next_due_at == T0

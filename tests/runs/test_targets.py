@@ -54,6 +54,29 @@ def test_it_succeeds_when_a_python_handler_returns():
     assert targets.execute("python", "tests.handlers.noop", context(), 10).outcome == "succeeded"
 
 
+def test_it_carries_what_a_task_returns():
+    outcome = targets.execute("python", "tests.handlers.add", context(payload={"a": 2, "b": 3}), 10)
+    assert (outcome.outcome, outcome.return_value) == ("succeeded", {"sum": 5})
+
+
+def test_it_runs_an_async_task_to_completion():
+    outcome = targets.execute("python", "tests.handlers.add_later", context(payload={"a": 2, "b": 3}), 10)
+    assert (outcome.outcome, outcome.return_value) == ("succeeded", {"sum": 5})
+
+
+def test_it_fails_without_retries_a_return_value_that_is_not_json():
+    outcome = targets.execute("python", "tests.handlers.returns_a_set", context(payload={}), 10)
+    assert (outcome.outcome, outcome.retryable, outcome.return_value) == ("failed", False, None)
+    assert "the task's return value cannot be stored: it is not JSON" in outcome.error
+
+
+def test_it_fails_without_retries_a_return_value_larger_than_a_payload(settings):
+    settings.DUETIME_MAX_PAYLOAD_BYTES = 100
+    outcome = targets.execute("python", "tests.handlers.returns", context(payload={"value": "x" * 100}), 10)
+    assert (outcome.outcome, outcome.retryable) == ("failed", False)
+    assert "102 bytes of JSON, more than DUETIME_MAX_PAYLOAD_BYTES (100)" in outcome.error
+
+
 def test_it_fails_with_a_retry_when_a_python_handler_raises():
     outcome = targets.execute("python", "tests.handlers.fail", context(), 10)
     assert (outcome.outcome, outcome.retryable) == ("failed", True)

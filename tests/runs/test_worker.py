@@ -6,9 +6,9 @@ import pytest
 from django.db import OperationalError, connection
 from django.utils import timezone
 
-from runs import enqueue, transitions
+from runs import consumers, enqueue, transitions
 from runs.models import Attempt, Run
-from runs.worker import Worker
+from runs.worker import POOLS, Worker
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,6 +36,31 @@ def test_it_claims_executes_and_completes_in_batches(acme, make_job):
     finally:
         worker.drain(5)
     assert Attempt.objects.filter(run__in=runs, outcome="succeeded").count() == 25
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_it_stores_what_a_task_returns_on_its_attempt(acme, make_job, pool):
+    job = make_job(acme, "add", target_ref="tests.handlers.add", payload={"a": 2, "b": 3})
+    later = make_job(acme, "add-later", target_ref="tests.handlers.add_later", payload={"a": 4, "b": 5})
+    nothing = make_job(acme, "noop")
+    runs = [enqueue.enqueue(j)[0] for j in (job, later, nothing)]
+    worker = Worker(["default"], concurrency=2, heartbeat_seconds=1, pool=pool)
+    try:
+        drive(worker, lambda: Run.objects.filter(pk__in=[r.pk for r in runs], state="succeeded").count() == 3)
+    finally:
+        worker.drain(5)
+    stored = {a.run_id: a.return_value for a in Attempt.objects.filter(run__in=runs)}
+    assert stored == {runs[0].pk: {"sum": 5}, runs[1].pk: {"sum": 9}, runs[2].pk: None}
+
+
+def test_it_announces_itself_as_a_consumer_of_its_kinds_and_queues_until_drained(acme, make_job):
+    worker = Worker(["default", "reports"], concurrency=1)
+    try:
+        wait_until(lambda: consumers.serving("python", "reports"), message="the worker's announcement")
+        assert consumers.serving("http", "default") and not consumers.serving("external", "default")
+    finally:
+        worker.drain(1)
+    assert not consumers.serving("python", "reports")
 
 
 def test_it_heartbeats_long_runs_past_the_lease(acme, make_job, tmp_path):

@@ -24,3 +24,50 @@ def test_it_refuses_a_negative_throttle_and_accepts_zero_as_off(settings):
     errors = duetime_settings(None)
     assert ids(errors) == ["duetime.E010"]
     assert "DUETIME_AUTH_FAILURES_PER_MINUTE" in errors[0].msg
+
+
+def test_it_refuses_a_lookahead_shorter_than_twice_the_scheduler_failover(settings):
+    settings.DUETIME_SHARD_LEASE_SECONDS = 6
+    settings.DUETIME_LOOKAHEAD_SECONDS = 13  # a dead scheduler's shards are owned again within 6 + 1 s
+    errors = duetime_settings(None)
+    assert ids(errors) == ["duetime.E005"]
+    assert "DUETIME_LOOKAHEAD_SECONDS (13)" in errors[0].msg and "7 s" in errors[0].msg
+    assert errors[0].hint.startswith("Set DUETIME_LOOKAHEAD_SECONDS=14 or more")
+    settings.DUETIME_LOOKAHEAD_SECONDS = 14
+    assert duetime_settings(None) == []
+
+
+def test_it_holds_the_lookahead_to_a_longer_shard_lease(settings):
+    settings.DUETIME_SHARD_LEASE_SECONDS = 30  # the look-ahead of 60 s was enough for the default lease
+    settings.DUETIME_LOOKAHEAD_SECONDS = 60
+    errors = duetime_settings(None)
+    assert ids(errors) == ["duetime.E005"]
+    assert "DUETIME_LOOKAHEAD_SECONDS=62" in errors[0].hint
+
+
+def test_it_refuses_a_shard_lease_that_a_late_pass_would_lose(settings):
+    settings.DUETIME_SHARD_LEASE_SECONDS = 2
+    errors = duetime_settings(None)
+    assert ids(errors) == ["duetime.E004"]
+    assert "DUETIME_SHARD_LEASE_SECONDS=3" in errors[0].hint
+
+
+def test_it_refuses_a_shard_lease_that_is_not_a_positive_number(settings):
+    settings.DUETIME_SHARD_LEASE_SECONDS = 0
+    assert ids(duetime_settings(None)) == ["duetime.E001"]
+
+
+def test_it_refuses_notification_knobs_that_would_never_send(settings):
+    settings.DUETIME_NOTIFY_TIMEOUT_SECONDS = 0
+    settings.DUETIME_NOTIFY_RATE_LIMIT_MINUTES = -5
+    errors = duetime_settings(None)
+    assert ids(errors) == ["duetime.E001", "duetime.E010"]
+    assert "DUETIME_NOTIFY_TIMEOUT_SECONDS" in errors[0].msg and "DUETIME_NOTIFY_RATE_LIMIT_MINUTES" in errors[1].msg
+
+
+def test_it_refuses_a_metrics_port_out_of_range_and_a_canary_queue_that_is_no_queue_name(settings):
+    settings.DUETIME_METRICS_PORT = 65535  # + 2 for run_dispatcher would not be a port
+    settings.DUETIME_CANARY_QUEUE = "Not A Queue"
+    assert ids(duetime_settings(None)) == ["duetime.E020", "duetime.E021"]
+    settings.DUETIME_METRICS_PORT, settings.DUETIME_CANARY_QUEUE = 9300, "canary"
+    assert ids(duetime_settings(None)) == []

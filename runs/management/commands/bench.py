@@ -5,15 +5,26 @@ from django.db import connection
 
 
 def _workloads():
-    from bench import explain, portal, startup
+    from bench import celery_transport, explain, failover, materialize, portal, startup, tasks_drain
     from bench.workloads import WORKLOADS
 
-    return {**WORKLOADS, "explain": explain.run, "portal": portal.run, "startup": startup.run}
+    return {
+        **WORKLOADS,
+        **celery_transport.WORKLOADS,
+        "explain": explain.run,
+        "portal": portal.run,
+        "startup": startup.run,
+        "failover": failover.run,
+        "materialize": materialize.run,
+        "tasks-drain": tasks_drain.run,
+    }
 
 
 class Command(BaseCommand):
     help = (
-        "Measure Duetime: drain, steady, spike, backlog, tenants, explain, portal, startup. Last line: one JSON object."
+        "Measure Duetime: drain, steady, spike, backlog, tenants, explain, portal, startup, failover, materialize, "
+        "celery-drain, celery-steady, tasks-drain. "
+        "Last line: one JSON object."
     )
 
     def add_arguments(self, parser):
@@ -32,6 +43,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--tenants", type=int, default=100_000, help="tenants: tenants in all, idle but --active.")
         parser.add_argument("--active", type=int, default=100, help="tenants: tenants with work.")
+        parser.add_argument("--children", type=int, default=2, help="celery-*: Celery worker children (prefork).")
+        parser.add_argument(
+            "--minutes", type=float, default=5.0, help="failover: how long to kill the busiest scheduler every 30 s."
+        )
+        parser.add_argument("--schedulers", type=int, default=3, help="failover, materialize: run_scheduler processes.")
+        parser.add_argument("--jobs", type=int, default=10_000, help="materialize: cron definitions.")
 
     def handle(self, *args, workload, **options):
         workloads = _workloads()

@@ -1,5 +1,8 @@
 """Web, scheduler and worker in one command, each a child process kept up by this one.
 
+With CELERY_BROKER_URL set, run_dispatcher too (publishing the `celery` jobs of
+the same queues to the team's Celery workers); without it, no broker is needed.
+
 A child that dies is started again after a back-off that doubles from 1 s to
 60 s while it keeps dying, and is back to 1 s once the child has stayed up for
 a minute: a crash loop (the database down, a bad deploy) costs one start a
@@ -13,6 +16,7 @@ import subprocess
 import sys
 import time
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from runs.loop import GracefulStop
@@ -85,6 +89,8 @@ class Command(BaseCommand):
             "scheduler": manage + ["run_scheduler"],
             "worker": manage + ["run_worker", "--queues", queues, "--concurrency", str(concurrency)],
         }
+        if settings.CELERY_BROKER_URL:  # Celery as the worker transport; the embedded default needs no broker
+            commands["dispatcher"] = manage + ["run_dispatcher", "--queues", queues]
         stop = GracefulStop()
         children = [Child(name, command, self.say) for name, command in commands.items()]
         announced = False

@@ -3,6 +3,7 @@ import logging
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from runs import metrics
 from runs.loop import GracefulStop, run_loop
 from runs.worker import POOL_THREADS, POOLS, Worker
 
@@ -32,8 +33,9 @@ class Command(BaseCommand):
         parser.add_argument("--grace", type=float, default=30, help="Seconds to let running work finish on SIGTERM.")
         parser.add_argument("--worker-id", default="", help="Name recorded on leases (default host:pid).")
         parser.add_argument("--once", action="store_true", help="Claim once, wait for those runs, complete, exit.")
+        metrics.add_port_argument(parser)
 
-    def handle(self, *args, queues, concurrency, pool, batch, poll, grace, worker_id, once, **options):
+    def handle(self, *args, queues, concurrency, pool, batch, poll, grace, worker_id, once, metrics_port, **options):
         queue_list = [q.strip() for q in queues.split(",") if q.strip()]
         if not queue_list:
             raise CommandError("--queues needs at least one queue name")
@@ -43,6 +45,7 @@ class Command(BaseCommand):
         stop = GracefulStop()
         worker = Worker(queue_list, concurrency, worker_id=worker_id or None, batch=batch or None, pool=pool)
         log.info("worker %s serving %s with %d slots (%s)", worker.worker_id, ",".join(queue_list), concurrency, pool)
+        metrics.serve(metrics.engine_port(metrics_port, "run_worker"), log)
         # A failed tick committed nothing: the leases of runs it finished expire and are retried.
         run_loop(
             worker.tick,

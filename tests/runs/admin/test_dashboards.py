@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from jobs.models import Tenant
-from runs import rollups
+from runs import consumers, rollups
 
 
 @pytest.fixture
@@ -71,6 +71,27 @@ def test_it_says_when_the_last_failure_was_recovered_by_a_retry(
     assert "<caption>In UTC</caption>" in page and "and in UTC" not in page
 
 
+def test_the_job_page_warns_when_no_running_consumer_takes_its_runs(as_alice, acme, make_job):
+    job = make_job(acme, "reports.render", target_kind="external", target_ref="", queue="reports")
+    page = as_alice.get(reverse("admin:portal_job", args=[job.pk])).content.decode()
+    assert 'data-testid="job-unserved"' in page
+    assert "No running consumer executes &#x27;external&#x27; jobs on queue &#x27;reports&#x27;" in page
+    assert "(last seen: never)" in page
+
+
+def test_the_job_page_does_not_warn_once_a_consumer_announced_itself(as_alice, acme, make_job):
+    job = make_job(acme, "billing.export")
+    consumers.announce("host:7", ["python", "http"], ["default"])
+    page = as_alice.get(reverse("admin:portal_job", args=[job.pk])).content.decode()
+    assert 'data-testid="job-unserved"' not in page
+
+
+def test_the_job_edit_page_warns_too(as_alice, acme, make_job):
+    job = make_job(acme, "reports.render", target_kind="external", target_ref="", queue="reports")
+    page = as_alice.get(reverse("admin:jobs_jobdefinition_change", args=[job.pk])).content.decode()
+    assert "No running consumer executes &#x27;external&#x27; jobs on queue &#x27;reports&#x27;" in page
+
+
 def test_it_flags_dst_changes_in_the_next_occurrences(as_alice, acme, make_job):
     job = make_job(acme, "ny.early", cron_expr="30 2 * * *", time_zone="America/New_York")
     page = as_alice.get(reverse("admin:portal_job", args=[job.pk])).content.decode()
@@ -116,3 +137,30 @@ def test_it_shows_ready_as_a_part_of_the_waiting_runs_not_one_more_state(as_alic
         '<tr class="portal-subset"><th scope="row">of which <span class="dt-state dt-state-ready">ready</span>' in page
     )
     assert "already counted in scheduled and retry_wait" in page
+
+
+def test_the_overview_says_plainly_that_no_scheduler_materialised_and_which_canaries_missed(as_alice, acme, wall_clock):
+    from runs import canary
+
+    canary.ensure(now=wall_clock.now - dt.timedelta(minutes=5))  # five minutes, nothing run since
+
+    page = as_alice.get(reverse("admin:portal_overview")).content.decode()
+
+    assert "No scheduler has materialised yet: start run_scheduler." in page
+    assert "Canaries on 64 shards missed twice (shards 0-63)." in page
+
+
+def test_the_all_tenants_page_leaves_the_system_tenant_out_and_says_when_no_scheduler_runs(
+    as_carol, acme, make_job, make_run, wall_clock
+):
+    from jobs.models import JobDefinition
+    from runs import canary
+
+    canary.ensure(now=wall_clock.now - dt.timedelta(minutes=5))
+    make_run(JobDefinition.objects.get(name="canary.shard-12"), due_at=wall_clock.now - dt.timedelta(minutes=1))
+    make_run(make_job(acme, "billing.close"), due_at=wall_clock.now - dt.timedelta(minutes=1))
+
+    page = as_carol.get(reverse("admin:portal_tenants")).content.decode()
+
+    assert "acme" in page and "duetime-system" not in page  # both have a ready run; one is the engine's
+    assert "No scheduler has materialised yet" in page

@@ -7,6 +7,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from jobs.models import ApiToken, JobDefinition
+from runs import consumers
 from runs.models import Run
 from tests.fixtures.api import assert_problem, on_demand
 
@@ -201,6 +202,23 @@ def test_it_leases_only_from_the_tokens_queues(api, acme, acme_team, report_job)
 
     assert "billing" in assert_problem(refused, 403, "forbidden")["detail"]
     assert len(narrowed) == 1
+
+
+def test_it_leases_only_runs_of_external_jobs(api, acme, acme_team, acme_worker, report_job, make_job, make_run):
+    python_job = make_job(acme, "reports.python", queue="reports")
+    python_run = make_run(python_job)
+    run = enqueue(api, acme_team)
+    assert [leased["run_id"] for leased in lease(api, acme_worker, max=10)] == [run["id"]]
+    assert Run.objects.get(pk=python_run.pk).state == "scheduled"  # left to run_worker
+
+
+def test_a_lease_announces_the_token_as_a_consumer_of_external_jobs_on_its_queues(
+    api, acme, globex, acme_worker, report_job
+):
+    lease(api, acme_worker, queues=["reports"])
+    assert consumers.serving("external", "reports", tenant_id=acme.pk)
+    assert not consumers.serving("external", "default", tenant_id=acme.pk)
+    assert not consumers.serving("external", "reports", tenant_id=globex.pk)
 
 
 def test_it_leases_from_all_the_tokens_queues_by_default(api, acme_team, acme_worker, report_job):

@@ -129,3 +129,27 @@ def job_form(tenant, name, **overrides):
     }
     data.update(overrides)
     return data
+
+
+def test_it_leaves_the_canaries_out_of_a_superusers_lists_but_opens_their_pages(
+    carol, client, acme, make_job, make_run, clock
+):
+    from runs import canary
+
+    canary.ensure(now=clock.now)
+    system = Tenant.objects.get(name="duetime-system")
+    canary_job = JobDefinition.objects.filter(tenant=system).order_by("shard").first()
+    canary_run = make_run(canary_job)
+    make_run(make_job(acme, "acme.report"))
+    client.force_login(carol)
+
+    runs = client.get(reverse("admin:runs_run_changelist")).content.decode()
+    assert "acme.report" in runs
+    assert canary_job.name not in runs  # neither as a row nor in the job filter
+    jobs = client.get(reverse("admin:jobs_jobdefinition_changelist")).content.decode()
+    assert canary_job.name not in jobs
+
+    filtered = client.get(reverse("admin:runs_run_changelist"), {"tenant": system.pk}).content.decode()
+    assert canary_job.name in filtered
+    assert client.get(reverse("admin:runs_run_change", args=[canary_run.pk])).status_code == 200
+    assert client.get(reverse("admin:portal_job", args=[canary_job.pk])).status_code == 200

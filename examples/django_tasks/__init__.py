@@ -1,0 +1,1 @@
+"""A Django project whose `@task` functions run on Duetime (docs/django-tasks.md)."""

@@ -1,0 +1,258 @@
+"""The Celery side of the transport: `duetime.execute`, the one task a team's Celery app installs.
+
+    from runs.celery_task import install
+    install(app)  # app: the team's Celery app, configured with Duetime's settings
+
+run_dispatcher (runs.dispatcher) publishes one message per claimed attempt;
+this task executes it in the team's Celery worker:
+
+1. take the lease over (transitions.start_attempt): once per lease, while its
+   fencing token is current; records the Celery worker and task id on the run
+   (and so on its attempt) and the real start. A message delivered twice, or
+   after its lease expired and was reaped, is dropped here without running;
+2. run the registered handler (a celery job names a registered Django task,
+   jobs.registry, exactly like a python job: runs.targets calls it with the
+   payload and a Context carrying the idempotency key and the fencing token),
+   heartbeating while it runs;
+3. complete the attempt with the fencing token (transitions.complete_many): a
+   stale completion (the lease was reaped while this worker was paused) is
+   refused and logged, exactly as for run_worker.
+
+`acks_late` and `reject_on_worker_lost`: a message is acknowledged only once
+the task returned, and a worker child that dies puts it back. Celery never
+retries (retries are Duetime's retry_wait); the hard time limit is the job's
+timeout_seconds (set per message by the dispatcher), and a child killed past it
+leaves a lease that the reaper records `timed_out`. No result backend: the
+outcome is in Duetime's database.
+
+Django must be set up before the task runs (the worker's Django fixup does
+it), not when `install` is called: Duetime's modules are imported inside.
+"""
+
+import datetime as dt
+import logging
+import os
+import queue
+import re
+import threading
+import time
+
+log = logging.getLogger("duetime.celery")
+TASK_NAME = "duetime.execute"  # what runs.dispatcher publishes
+DB_REUSE_MAX = 1000  # tasks a worker process runs on one database connection before it reconnects
+OPTIONS = {
+    "name": TASK_NAME,
+    "bind": True,
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "ignore_result": True,
+    "max_retries": 0,
+    "typing": False,
+}
+
+
+# The worker_id a Celery execution records on its run and attempt: "<Celery hostname>/<task id>",
+# the task id being the dispatcher's "duetime-<run id>-<fencing token>" (runs.dispatcher.task_id).
+EXECUTOR_RE = re.compile(r"^(?P<hostname>[^/]+)/(?P<task_id>duetime-\d+-\d+)$")
+
+
+def executor(worker_id):
+    """(Celery hostname, task id) of a worker_id this task recorded; None for any other worker's."""
+    match = EXECUTOR_RE.match(worker_id or "")
+    return (match["hostname"], match["task_id"]) if match else None
+
+
+def install(app):
+    """Register duetime.execute on the Celery app `app`; returns the task.
+
+    Also keeps each worker process's database connection across tasks
+    (Celery's Django fixup closes it around every task unless
+    CELERY_DB_REUSE_MAX says otherwise): a new connection per run costs more
+    than the run. A value the app already set is left alone.
+    """
+    from celery import signals
+
+    if not app.conf.get("CELERY_DB_REUSE_MAX"):
+        app.conf.update(CELERY_DB_REUSE_MAX=DB_REUSE_MAX)
+    # A worker process that stops (warm shutdown, max tasks per child) first commits what it finished.
+    signals.worker_process_shutdown.connect(_completions.flush, weak=False)
+    return app.task(**OPTIONS)(execute)
+
+
+def execute(task, *, run_id, fencing_token, dispatched_by, target_ref, timeout_seconds, **lease):
+    """Take the lease over, run the handler, hand the completion over; returns the outcome, or 'stale' (dropped)."""
+    from django.conf import settings
+
+    from runs import targets, transitions
+
+    worker_id = f"{task.request.hostname}/{task.request.id}"
+    try:
+        transitions.start_attempt(
+            run_id, fencing_token, worker_id, settings.DUETIME_LEASE_SECONDS, dispatched_by=dispatched_by
+        )
+    except transitions.StaleLease:
+        log.info(
+            "run %s: message for fencing token %s dropped (lease reaped or already taken over)", run_id, fencing_token
+        )
+        return "stale"
+    ctx = targets.Attempt(
+        run_id=run_id,
+        job_name=lease["job_name"],
+        attempt=lease["attempt"],
+        idempotency_key=lease["idempotency_key"],
+        fencing_token=fencing_token,
+        payload=lease["payload"],
+        due_at=dt.datetime.fromisoformat(lease["due_at"]),
+    )
+    ctx._heartbeat = lambda: _extend(run_id, fencing_token)
+    started = time.monotonic()
+    with _heartbeats.beating(ctx):
+        # A celery job's target is a registered Django task, run exactly as a python job's.
+        outcome = targets.execute("python", target_ref, ctx, timeout_seconds)
+    if outcome.outcome != "timed_out" and time.monotonic() - started > timeout_seconds:
+        outcome = targets.Outcome("timed_out", f"ran longer than timeout_seconds ({timeout_seconds})")
+    completion = transitions.Completion(
+        run_id, fencing_token, outcome.outcome, outcome.error, outcome.retryable, outcome.return_value
+    )
+    if task.request.is_eager:  # called in process (apply): complete now, in the caller's transaction
+        return complete([completion]).get(run_id, "stale")
+    _completions.put(completion)  # completed in a batch by this process's completion thread
+    return outcome.outcome
+
+
+def complete(completions):
+    """Complete these attempts in one transaction; returns {run_id: new state}. Stale ones are logged, not moved."""
+    from runs import transitions
+
+    moved = transitions.complete_many(completions)
+    for c in completions:
+        if c.run_id not in moved:
+            log.warning("run %s: completion refused as stale (fencing token %s; lease lost)", c.run_id, c.fencing_token)
+    return moved
+
+
+class Completions:
+    """One thread per worker process that completes finished attempts in batches, one transaction each.
+
+    A task hands its completion over and returns, so the worker child takes
+    its next message at once, and one commit (one WAL flush) serves every
+    attempt that finished meanwhile: about 0.1 ms a run instead of 4 ms. The
+    message is acknowledged before its completion commits: if the process
+    dies in between (or the database refuses the batch), the run's lease
+    expires and the reaper retries it under the same key, exactly as for a
+    worker that crashed before reporting. `flush` waits for what was handed
+    over (the worker process's shutdown calls it).
+    """
+
+    def __init__(self):
+        self.pending = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.idle = threading.Event()
+        self.pid = None
+
+    def put(self, completion):
+        with self.lock:
+            if self.pid != os.getpid():  # first use in this process: a prefork child never inherits threads
+                self.pid = os.getpid()
+                self.pending = queue.SimpleQueue()
+                threading.Thread(target=self._loop, name="duetime-celery-completions", daemon=True).start()
+            self.idle.clear()
+            self.pending.put(completion)
+
+    def flush(self, timeout=10, **signal_kwargs):
+        """Wait up to `timeout` seconds until every completion handed over is committed (or refused)."""
+        if self.pid == os.getpid():
+            self.idle.wait(timeout)
+
+    def _loop(self):
+        from runs.loop import DATABASE_ERRORS
+
+        while True:
+            batch = [self.pending.get()]
+            while True:
+                try:
+                    batch.append(self.pending.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                complete(batch)
+            except DATABASE_ERRORS:
+                log.exception("completing %d runs failed; their leases expire and the reaper retries them", len(batch))
+            except Exception:  # noqa: BLE001 - this thread must outlive any one batch
+                log.exception("completing %d runs failed", len(batch))
+            with self.lock:
+                if self.pending.empty():
+                    self.idle.set()
+
+
+_completions = Completions()
+
+
+def _extend(run_id, fencing_token):
+    """Extend the lease; False once it is lost (a database error is not a lost lease: tried at the next beat)."""
+    from django.conf import settings
+
+    from runs import transitions
+    from runs.loop import DATABASE_ERRORS
+
+    try:
+        transitions.heartbeat(run_id, fencing_token, settings.DUETIME_LEASE_SECONDS)
+    except transitions.StaleLease:
+        return False
+    except DATABASE_ERRORS as exc:
+        log.warning("run %s: heartbeat failed (%s); trying again at the next beat", run_id, exc)
+    return True
+
+
+class Heartbeats:
+    """One heartbeat thread per worker process, beating every half interval for the attempts running in it.
+
+    Started on first use in each process (a prefork child never inherits its
+    parent's threads); it holds no database connection between beats.
+    """
+
+    def __init__(self):
+        self.running = {}  # id(ctx) -> (ctx, time.monotonic() at start)
+        self.lock = threading.Lock()
+        self.pid = None
+
+    def beating(self, ctx):
+        heartbeats = self
+
+        class _Beating:
+            def __enter__(self):
+                heartbeats.start(ctx)
+
+            def __exit__(self, *exc):
+                with heartbeats.lock:
+                    heartbeats.running.pop(id(ctx), None)
+
+        return _Beating()
+
+    def start(self, ctx):
+        with self.lock:
+            self.running[id(ctx)] = (ctx, time.monotonic())
+            if self.pid != os.getpid():
+                self.pid = os.getpid()
+                threading.Thread(target=self._loop, name="duetime-celery-heartbeat", daemon=True).start()
+
+    def _loop(self):
+        from django.conf import settings
+        from django.db import connection
+
+        interval = settings.DUETIME_HEARTBEAT_SECONDS
+        while True:
+            time.sleep(interval / 2)
+            with self.lock:
+                due = [ctx for ctx, started in self.running.values() if time.monotonic() - started >= interval / 2]
+            try:
+                for ctx in due:
+                    if not ctx.lease_lost and not _extend(ctx.run_id, ctx.fencing_token):
+                        log.warning("run %s: lease lost; telling the handler to stop", ctx.run_id)
+                        ctx._lost.set()
+                connection.close()
+            except Exception:  # noqa: BLE001 - a dead heartbeat thread would lose every long run's lease
+                log.exception("heartbeat pass failed; trying again at the next beat")
+
+
+_heartbeats = Heartbeats()

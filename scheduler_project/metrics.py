@@ -1,0 +1,68 @@
+"""The web process's /metrics: its own counters (HTTP requests among them) and the database's gauges.
+
+`metrics` is the view (routed in scheduler_project/urls.py); `RequestMetrics`
+the middleware that counts every request by route pattern (never the raw
+path: bounded labels), method and status. The database's gauges
+(runs.metrics.DatabaseCollector) are registered here, in the web process only,
+so each is exported once however many engine processes run.
+
+Access: with DUETIME_METRICS_TOKEN set, only `Authorization: Bearer <token>`
+is answered (others get 404, as if there were no endpoint); unset, the
+endpoint is open, for installs that scrape over a private network
+(docs/operations.md).
+"""
+
+import hmac
+import threading
+import time
+
+from django.conf import settings
+from django.http import Http404, HttpResponse
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+from runs import metrics as engine_metrics
+
+METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+_registered = threading.Lock()
+_collector = None
+
+
+def _register_database_gauges():
+    global _collector
+    with _registered:
+        if _collector is None:
+            _collector = engine_metrics.DatabaseCollector()
+            REGISTRY.register(_collector)
+
+
+def authorized(request):
+    token = settings.DUETIME_METRICS_TOKEN
+    if not token:
+        return True
+    given = request.headers.get("Authorization", "")
+    return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+
+
+@require_GET
+def metrics(request):
+    if not authorized(request):
+        raise Http404
+    _register_database_gauges()
+    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
+
+
+class RequestMetrics:
+    """Counts each request as duetime_http_requests_total{route, method, status} and times it."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        route = match.route if match is not None and match.route else "unmatched"
+        method = request.method if request.method in METHODS else "other"
+        engine_metrics.request_served(route, method, response.status_code, time.perf_counter() - started)
+        return response

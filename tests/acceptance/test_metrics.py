@@ -1,0 +1,83 @@
+"""Metrics from real processes: a scheduler and a worker serve /metrics on their ports, the counters move as
+runs flow (canaries included), and stopping every scheduler shows the dead-man state in the portal and the
+web's metrics."""
+
+import socket
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from jobs.models import SYSTEM_TENANT
+from runs import canary, enqueue
+from runs.models import Run
+from tests.acceptance.test_processes import Processes
+from tests.waiting import wait_until
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.concurrency, pytest.mark.django_db(transaction=True)]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port):
+    """{(name, sorted labels): value} from a process's /metrics, or {} while it is not listening yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(samples, name, **labels):
+    return samples.get((name, tuple(sorted(labels.items()))), 0)
+
+
+def test_the_engine_processes_serve_metrics_that_move_as_runs_flow(acme, make_job, as_alice, client):
+    job = make_job(acme, "billing.close")
+    enqueue.enqueue(job)
+    enqueue.enqueue(job)
+    scheduler_port, worker_port = str(free_port()), str(free_port())
+    with Processes() as fleet:
+        scheduler = fleet.start("scheduler", "run_scheduler", "--metrics-port", scheduler_port, DUETIME_CANARY=1)
+        fleet.start("worker", "run_worker", "--metrics-port", worker_port)
+
+        def worker_saw_both():
+            samples = scrape(worker_port)
+            claimed = value(samples, "duetime_runs_claimed_total", tenant="acme", queue="default", priority="default")
+            done = value(samples, "duetime_runs_completed_total", outcome="succeeded")
+            return claimed >= 2 and done >= 2 and samples
+
+        samples = wait_until(worker_saw_both, message="the worker's metrics to count both runs")
+        assert value(samples, "duetime_run_lateness_seconds_count", tenant="acme", priority="default") >= 2
+
+        def scheduler_materialised_the_canaries():
+            samples = scrape(scheduler_port)
+            return value(samples, "duetime_runs_materialized_total", tenant=SYSTEM_TENANT) >= 64 and samples
+
+        samples = wait_until(scheduler_materialised_the_canaries, message="the canaries to be materialised")
+        assert value(samples, "duetime_scheduler_shards_held") == 64
+        assert value(samples, "duetime_scheduler_tick_step_seconds_count", step="materialize") >= 1
+        assert Run.objects.filter(tenant__name=SYSTEM_TENANT).values("shard").distinct().count() == 64
+        assert not canary.status().dead
+
+        scheduler.terminate()
+        scheduler.wait(timeout=30)
+
+        # The scheduler has exited: the dead-man state shows at once, in the web's metrics and the portal.
+        web = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(client.get("/metrics").content.decode())
+            for s in family.samples
+        }
+        assert value(web, "duetime_scheduler_nodes_alive") == 0
+        page = as_alice.get("/admin/dashboard/?tenant=acme")
+        assert "No scheduler has materialised for" in page.content.decode()

@@ -1,0 +1,60 @@
+"""Presence of consumers: announced, read by the clock, expired, forgotten, pruned."""
+
+import pytest
+
+from runs import consumers
+from runs.models import Consumer
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_serves_the_kinds_and_queues_a_consumer_announced(clock):
+    consumers.announce("host:1", ["python", "http"], ["default", "reports"], now=clock.now)
+    assert consumers.serving("python", "reports", now=clock.now)
+    assert consumers.serving("http", "default", now=clock.now)
+    assert not consumers.serving("external", "default", now=clock.now)
+    assert not consumers.serving("python", "billing", now=clock.now)
+
+
+def test_a_consumer_without_queues_serves_every_queue(clock):
+    consumers.announce("dispatcher", ["celery"], None, now=clock.now)
+    assert consumers.serving("celery", "anything", now=clock.now)
+
+
+def test_an_announcement_expires_by_the_clock_and_a_new_one_renews_it(clock):
+    consumers.announce("host:1", ["python"], ["default"], now=clock.now)
+    assert consumers.serving("python", "default", now=clock.advance(seconds=consumers.TTL_SECONDS - 1))
+    assert not consumers.serving("python", "default", now=clock.advance(seconds=2))
+    consumers.announce("host:1", ["python"], ["default"], now=clock.now)
+    assert consumers.serving("python", "default", now=clock.now)
+    assert Consumer.objects.count() == 1  # an upsert, not a row per announcement
+
+
+def test_a_forgotten_consumer_stops_serving_at_once_but_is_remembered_as_last_seen(clock):
+    consumers.announce("host:1", ["python"], ["default"], now=clock.ago(minutes=5))
+    consumers.forget("host:1", now=clock.now)
+    assert not consumers.serving("python", "default", now=clock.now)
+    assert consumers.last_seen("python", "default") == clock.ago(minutes=5)
+
+
+def test_it_prunes_rows_expired_for_longer_than_a_day(clock):
+    consumers.announce("gone", ["python"], ["default"], now=clock.ago(days=2))
+    consumers.announce("here", ["python"], ["default"], now=clock.now)
+    assert list(Consumer.objects.values_list("name", flat=True)) == ["here"]
+
+
+def test_a_tenants_consumer_serves_only_that_tenant(clock, acme, globex):
+    consumers.announce("token:abc@reports", ["external"], ["reports"], now=clock.now, tenant_id=acme.pk)
+    assert consumers.serving("external", "reports", now=clock.now, tenant_id=acme.pk)
+    assert not consumers.serving("external", "reports", now=clock.now, tenant_id=globex.pk)
+
+
+def test_it_says_what_no_running_consumer_serves_and_when_one_was_last_seen(clock):
+    assert consumers.unserved("external", "reports", now=clock.now) == (
+        "No running consumer executes 'external' jobs on queue 'reports' (last seen: never): "
+        "its runs wait until one starts."
+    )
+    consumers.announce("token:abc@reports", ["external"], ["reports"], now=clock.ago(minutes=6))
+    assert "(last seen: 6\xa0minutes ago)" in consumers.unserved("external", "reports", now=clock.now)
+    consumers.announce("token:abc@reports", ["external"], ["reports"], now=clock.now)
+    assert consumers.unserved("external", "reports", now=clock.now) is None

@@ -1,0 +1,173 @@
+"""run_dispatcher's step (runs.dispatcher) and the Celery task it feeds (runs.celery_task), in process.
+
+The broker here is kombu's in-memory transport, read back by the test; the
+real RabbitMQ and Redis brokers and real Celery workers are in
+tests/acceptance/test_celery.py. The clock is pinned (`now=`) for the claim.
+"""
+
+import datetime as dt
+import json
+
+import pytest
+from celery import Celery
+
+from runs import celery_task, consumers, transitions
+from runs.dispatcher import TASK_NAME, Dispatcher, broker_app, message, task_id
+from runs.models import Attempt, Run
+
+
+@pytest.fixture
+def broker():
+    """A Celery app on a fresh in-memory broker, with duetime.execute installed (run eagerly by the tests)."""
+    app = Celery("test-dispatcher", broker="memory://", set_as_current=False)
+    app.conf.task_ignore_result = True
+    celery_task.install(app)
+    yield app
+    published(app, "billing")  # the in-memory broker outlives the test: leave its queue empty
+
+
+def published(app, queue):
+    """The messages waiting in `queue` as (headers, kwargs), taken off the broker."""
+    found = []
+    with app.connection_for_read() as conn:
+        simple = conn.SimpleQueue(queue, no_ack=True)
+        while simple.qsize():
+            msg = simple.get(timeout=1)
+            args, kwargs, _embed = msg.payload
+            found.append((msg.headers, kwargs))
+        simple.close()
+    return found
+
+
+@pytest.fixture
+def export(acme, make_job):
+    return make_job(
+        acme,
+        "billing.export",
+        target_kind="celery",
+        target_ref="tests.handlers.noop",
+        queue="billing",
+        overlap_policy="allow",
+    )
+
+
+def test_it_publishes_each_due_celery_run_once_with_no_delay(broker, export, make_run, clock):
+    runs = [make_run(export, due_at=clock.ago(seconds=s)) for s in (3, 2, 1)]
+    dispatcher = Dispatcher(["billing"], dispatcher_id="d-1", app=broker)
+    result = dispatcher.tick(now=clock.now)
+    assert (result.claimed, result.published, result.released) == (3, 3, 0)
+    messages = published(broker, "billing")
+    assert sorted(kwargs["run_id"] for _, kwargs in messages) == sorted(run.pk for run in runs)
+    for headers, kwargs in messages:
+        run = Run.objects.get(pk=kwargs["run_id"])
+        assert headers["task"] == TASK_NAME
+        assert headers["id"] == f"duetime-{run.pk}-{run.fencing_token}"
+        assert headers["eta"] is None and headers["expires"] is None and "countdown" not in headers
+        assert headers["timelimit"] == [export.timeout_seconds, None]  # [hard, soft]: Celery kills past it
+        assert kwargs["fencing_token"] == run.fencing_token and kwargs["dispatched_by"] == "d-1"
+        assert kwargs["idempotency_key"] == run.idempotency_key
+        assert run.state == "leased" and run.worker_id == "d-1"
+    assert dispatcher.tick(now=clock.now).claimed == 0  # each run is published once
+
+
+def test_it_leaves_runs_not_yet_due_and_other_kinds_to_their_consumers(broker, acme, export, make_job, make_run, clock):
+    python = make_job(acme, "billing.python", target_ref="tests.handlers.noop", queue="billing")
+    later = make_run(export, due_at=clock.ahead(seconds=1))
+    other = make_run(python, due_at=clock.ago(seconds=5))
+    assert Dispatcher(["billing"], dispatcher_id="d-1", app=broker).tick(now=clock.now).claimed == 0
+    assert published(broker, "billing") == []
+    assert {r.state for r in Run.objects.filter(pk__in=[later.pk, other.pk])} == {"scheduled"}
+
+
+def test_it_releases_the_runs_the_broker_did_not_take(export, make_run, clock):
+    run = make_run(export, due_at=clock.ago(seconds=1))
+    nowhere = broker_app("amqp://guest:guest@127.0.0.1:1//")  # nothing listens there
+    result = Dispatcher(["billing"], dispatcher_id="d-1", app=nowhere).tick(now=clock.now)
+    assert (result.claimed, result.published, result.released, result.failed) == (1, 0, 1, True)
+    run.refresh_from_db()
+    # Claimable again at once, the attempt not counted: the broker's failure is not the handler's.
+    assert (run.state, run.attempt, run.lease_expires_at) == ("scheduled", 0, None)
+    assert "broker did not take the message" in run.last_error
+
+
+def test_it_keeps_at_most_its_ahead_published_and_not_yet_started(broker, export, make_run, clock):
+    for s in range(5):
+        make_run(export, due_at=clock.ago(seconds=s + 1))
+    dispatcher = Dispatcher(["billing"], dispatcher_id="d-1", ahead=2, app=broker)
+    assert dispatcher.tick(now=clock.now).claimed == 2
+    assert dispatcher.tick(now=clock.now).claimed == 0  # two wait for a Celery worker
+    first = Run.objects.filter(worker_id="d-1").first()
+    transitions.start_attempt(first.pk, first.fencing_token, "celery@h/t", 30, dispatched_by="d-1", now=clock.now)
+    assert dispatcher.tick(now=clock.now).claimed == 1
+
+
+def test_it_lets_one_executor_take_over_a_lease_once(export, make_run, clock):
+    run = make_run(export, due_at=clock.ago(seconds=1))
+    [lease] = transitions.lease_runs([run.pk], "d-1", 30, now=clock.now)
+    token = lease.fencing_token
+    with pytest.raises(transitions.StaleLease):  # a message of an older lease
+        transitions.start_attempt(run.pk, token - 1, "celery@a/x", 30, dispatched_by="d-1", now=clock.now)
+    later = clock.now + dt.timedelta(seconds=2)
+    expires = transitions.start_attempt(run.pk, token, "celery@a/x", 30, dispatched_by="d-1", now=later)
+    assert expires == later + dt.timedelta(seconds=30)
+    run.refresh_from_db()
+    assert (run.worker_id, run.started_at) == ("celery@a/x", later)
+    with pytest.raises(transitions.StaleLease):  # the same message delivered again
+        transitions.start_attempt(run.pk, token, "celery@b/x", 30, dispatched_by="d-1", now=later)
+
+
+def test_it_runs_the_handler_with_the_duetime_context_and_completes(broker, acme, make_job, make_run, tmp_path):
+    job = make_job(
+        acme, "billing.echo", target_kind="celery", target_ref="tests.handlers.echo", payload={"report": "x"}
+    )
+    report = tmp_path / "seen.json"
+    run = make_run(job, payload={"report": str(report), "invoice": 7})
+    [lease] = transitions.lease_runs([run.pk], "d-1", 30)
+    assert broker.tasks[TASK_NAME].apply(kwargs=message(lease, "d-1"), task_id=task_id(lease)).get() == "succeeded"
+    run.refresh_from_db()
+    assert run.state == "succeeded"
+    seen = json.loads(report.read_text())
+    assert seen["payload"] == {"invoice": 7}
+    assert (seen["idempotency_key"], seen["fencing_token"]) == (run.idempotency_key, lease.fencing_token)
+    attempt = Attempt.objects.get(run=run)
+    assert celery_task.executor(attempt.worker_id)[1] == f"duetime-{run.pk}-{lease.fencing_token}"
+
+
+def test_it_drops_a_message_whose_lease_was_reaped(broker, export, make_run, clock):
+    run = make_run(export)
+    [old] = transitions.lease_runs([run.pk], "d-1", 30)
+    transitions.reap(now=old.lease_expires_at + dt.timedelta(seconds=1))
+    [new] = transitions.lease_runs([run.pk], "d-1", 30)
+    assert broker.tasks[TASK_NAME].apply(kwargs=message(old, "d-1")).get() == "stale"
+    assert Run.objects.get(pk=run.pk).worker_id == "d-1"  # the current lease still waits for its own message
+    assert new.fencing_token > old.fencing_token
+
+
+def test_it_refuses_a_completion_once_the_lease_is_gone(export, make_run):
+    run = make_run(export)
+    [lease] = transitions.lease_runs([run.pk], "d-1", 30)
+    transitions.start_attempt(run.pk, lease.fencing_token, "celery@a/x", 30, dispatched_by="d-1")
+    transitions.cancel_run(run, reason="operator")
+    assert celery_task.complete([transitions.Completion(run.pk, lease.fencing_token, "succeeded")]) == {}
+    assert not Attempt.objects.filter(run=run, outcome="succeeded").exists()
+
+
+@pytest.mark.parametrize(
+    "worker_id, expected",
+    [
+        ("celery@billing-1/duetime-12-345", ("celery@billing-1", "duetime-12-345")),
+        ("billing-1:4242", None),  # a run_worker
+        ("", None),
+    ],
+)
+def test_it_tells_a_celery_execution_from_the_worker_id(worker_id, expected):
+    assert celery_task.executor(worker_id) == expected
+
+
+def test_it_announces_that_it_takes_celery_runs_and_withdraws_on_stop(broker, export, clock):
+    dispatcher = Dispatcher(["billing"], dispatcher_id="d-1", app=broker)
+    dispatcher.tick(now=clock.now)
+    assert consumers.serving("celery", "billing")
+    assert not consumers.serving("python", "billing") and not consumers.serving("celery", "reports")
+    dispatcher.forget()
+    assert not consumers.serving("celery", "billing")

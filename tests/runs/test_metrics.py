@@ -1,0 +1,213 @@
+"""Prometheus metrics: counters moved by the engine's events, gauges read from the database at scrape time.
+
+Counters are process-wide, so each test reads them before and after (`Delta`).
+"""
+
+import datetime as dt
+
+import pytest
+from prometheus_client import REGISTRY, CollectorRegistry, Histogram
+
+from dlq.models import DeadLetter
+from jobs.definitions import save_definition
+from jobs.models import JobDefinition
+from runs import claims, metrics, scheduler, shards, transitions
+from runs.models import Run
+from tests.conftest import NOW
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Delta:
+    """How much a sample moved since this object was made."""
+
+    def __init__(self, name, **labels):
+        self.name, self.labels = name, labels
+        self.before = self.value()
+
+    def value(self):
+        return REGISTRY.get_sample_value(self.name, self.labels) or 0.0
+
+    @property
+    def moved(self):
+        return self.value() - self.before
+
+
+def scrape(now):
+    """{(metric name, sorted labels): value} of the database collector at `now`."""
+    samples = {}
+    for family in metrics.DatabaseCollector().collect_at(now):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def test_it_counts_a_claim_by_tenant_queue_and_priority_and_observes_first_attempt_lateness(
+    acme, make_job, make_run, clock
+):
+    job = make_job(acme, "billing.close", priority=JobDefinition.Priority.CRITICAL)
+    make_run(job, due_at=clock.ago(seconds=12))
+    claimed = Delta("duetime_runs_claimed_total", tenant="acme", queue="default", priority="critical")
+    late_count = Delta("duetime_run_lateness_seconds_count", tenant="acme", priority="critical")
+    late_sum = Delta("duetime_run_lateness_seconds_sum", tenant="acme", priority="critical")
+    within_10 = Delta("duetime_run_lateness_seconds_bucket", tenant="acme", priority="critical", le="10.0")
+    within_30 = Delta("duetime_run_lateness_seconds_bucket", tenant="acme", priority="critical", le="30.0")
+
+    leases = claims.claim(["default"], 10, "w-1", now=clock.now)
+
+    assert len(leases) == 1
+    assert claimed.moved == 1
+    assert late_count.moved == 1
+    assert late_sum.moved == pytest.approx(12.0)
+    assert within_10.moved == 0  # 12 s late: above the 10 s bucket
+    assert within_30.moved == 1
+
+
+def test_observing_a_batch_gives_what_observing_one_by_one_gives():
+    values = [-1, 0, 0.05, 0.07, 1, 1, 4.99, 5, 5.01, 59, 3600, 99999]
+    registry_one, registry_all = CollectorRegistry(), CollectorRegistry()
+    one = Histogram("lateness", "one by one", ["tenant"], buckets=metrics.LATENESS_BUCKETS, registry=registry_one)
+    batch = Histogram("lateness", "in a batch", ["tenant"], buckets=metrics.LATENESS_BUCKETS, registry=registry_all)
+    for value in values:
+        one.labels("acme").observe(value)
+    metrics.observe_all(batch.labels("acme"), values)
+
+    def samples(registry):
+        return [
+            (s.name, s.labels, s.value) for f in registry.collect() for s in f.samples if s.name != "lateness_created"
+        ]
+
+    assert samples(registry_all) == samples(registry_one)
+
+
+def test_it_counts_completions_by_outcome_and_refuses_stale_ones(acme, make_job, make_run, clock):
+    job = make_job(acme, "billing.close", max_attempts=3, overlap_policy="allow")
+    make_run(job, due_at=clock.ago(seconds=1))
+    make_run(job, due_at=clock.ago(seconds=2))
+    first, second = claims.claim(["default"], 10, "w-1", now=clock.now, shares=claims.PriorityShares())
+    succeeded = Delta("duetime_runs_completed_total", outcome="succeeded")
+    failed = Delta("duetime_runs_completed_total", outcome="failed")
+    retries = Delta("duetime_retries_total", cause="failed")
+    refused = Delta("duetime_stale_completions_refused_total")
+    heartbeats_refused = Delta("duetime_stale_heartbeats_refused_total")
+
+    transitions.complete(first.run_id, first.fencing_token, "succeeded", now=clock.now)
+    transitions.complete(second.run_id, second.fencing_token, "failed", "boom", now=clock.now)
+    with pytest.raises(transitions.StaleLease):
+        transitions.complete(first.run_id, first.fencing_token, "succeeded", now=clock.now)
+    with pytest.raises(transitions.StaleLease):
+        transitions.heartbeat(first.run_id, first.fencing_token, 30, now=clock.now)
+
+    assert (succeeded.moved, failed.moved, retries.moved) == (1, 1, 1)
+    assert refused.moved == 1
+    assert heartbeats_refused.moved == 1
+
+
+def test_it_counts_lease_expiries_retries_and_dead_letters_by_tenant_and_queue(acme, make_job, make_run, clock):
+    once = make_job(acme, "once", max_attempts=1, priority=JobDefinition.Priority.CRITICAL, queue="billing")
+    twice = make_job(acme, "twice", max_attempts=2, queue="billing")
+    make_run(once, state="leased", due_at=clock.ago(minutes=5))
+    make_run(twice, state="leased", due_at=clock.ago(minutes=5))
+    expiries = Delta("duetime_lease_expiries_total", tenant="acme", queue="billing")
+    retries = Delta("duetime_retries_total", cause="lease_expired")
+    dead = Delta("duetime_dead_letters_created_total", tenant="acme", queue="billing", priority="critical")
+
+    transitions.reap(now=clock.now)
+
+    assert expiries.moved == 2
+    assert retries.moved == 1
+    assert dead.moved == 1
+
+
+def test_a_scheduler_pass_counts_what_it_materialised_its_shards_and_the_time_of_each_step(every_minute, clock):
+    shards.ensure_rows()
+    materialized = Delta("duetime_runs_materialized_total", tenant="acme")
+    lead = Delta("duetime_materialize_lead_seconds_count")
+    taken = Delta("duetime_shard_handovers_total", direction="taken")
+    steps = {step: Delta("duetime_scheduler_tick_step_seconds_count", step=step) for step in ("own_shards", "reap")}
+
+    result = scheduler.tick("node-metrics", now=NOW)
+
+    assert result.inserted >= 1
+    assert materialized.moved == result.inserted
+    assert lead.moved == result.inserted
+    assert taken.moved == 64
+    assert REGISTRY.get_sample_value("duetime_scheduler_shards_held") == 64
+    assert all(delta.moved == 1 for delta in steps.values())
+
+
+def test_a_missed_occurrence_is_counted_skipped_with_its_cause(acme, make_job, clock):
+    job = JobDefinition(
+        tenant=acme,
+        name="nightly",
+        schedule_kind="cron",
+        cron_expr="* * * * *",
+        missed_run_policy="skip",
+        target_kind="python",
+        target_ref="tests.handlers.noop",
+    )
+    save_definition(job, "test", now=clock.ago(minutes=10))
+    shards.ensure_rows()
+    missed = Delta("duetime_runs_skipped_total", tenant="acme", cause="missed")
+
+    scheduler.tick("node-metrics", now=clock.now)
+
+    assert missed.moved >= 9  # the minutes nobody materialised, recorded skipped by the policy
+
+
+def test_the_database_gauges_give_backlog_and_oldest_age_per_queue_and_priority(
+    acme, globex, make_job, make_run, clock
+):
+    critical = make_job(acme, "urgent", priority=JobDefinition.Priority.CRITICAL)
+    bulk = make_job(globex, "reports", priority=JobDefinition.Priority.BULK, queue="reports")
+    make_run(critical, due_at=clock.ago(seconds=90))
+    make_run(critical, due_at=clock.ago(seconds=30))
+    make_run(bulk, due_at=clock.ago(seconds=5))
+    make_run(bulk, due_at=clock.ahead(seconds=30))  # not ready yet
+    dead = make_run(bulk, state="dead", due_at=clock.ago(minutes=3))
+    DeadLetter.objects.create(run=dead, job=bulk, tenant=globex, last_error="boom", dead_at=clock.now)
+
+    samples = scrape(clock.now)
+
+    assert samples[("duetime_ready_runs", (("priority", "critical"), ("queue", "default")))] == 2
+    assert samples[("duetime_oldest_ready_age_seconds", (("priority", "critical"), ("queue", "default")))] == 90
+    assert samples[("duetime_ready_runs", (("priority", "bulk"), ("queue", "reports")))] == 1
+    assert samples[("duetime_dead_letters_open", (("tenant", "globex"),))] == 1
+
+
+def test_the_database_gauges_say_who_owns_the_shards(db, clock):
+    shards.ensure_rows()
+    shards.own_shards("node-a", clock.now)
+
+    samples = scrape(clock.now)
+
+    assert samples[("duetime_shards_owned", (("owner", "node-a"),))] == 64
+    assert samples[("duetime_scheduler_nodes_alive", ())] == 1
+
+
+def test_label_sets_stay_bounded_with_a_thousand_jobs(acme, clock):
+    jobs = JobDefinition.objects.bulk_create(
+        [JobDefinition(tenant=acme, name=f"many.{i:04d}", schedule_kind="none", target_ref="x.y") for i in range(1000)]
+    )
+    due = clock.ago(seconds=5)
+    Run.objects.bulk_create(
+        [
+            Run(job=j, tenant=acme, due_at=due, available_at=due, queue="default", idempotency_key=f"k{j.pk}")
+            for j in jobs
+        ]
+    )
+    series_before = all_series()
+    claimed = Delta("duetime_runs_claimed_total", tenant="acme", queue="default", priority="default")
+
+    while claims.claim(["default"], 200, "w-many", now=clock.now):
+        pass
+
+    assert claimed.moved == 1000
+    grown = all_series() - series_before
+    # At most the claim's counter and lateness histogram for (acme, default): no per-job or per-run series.
+    assert len(grown) <= 2 + len(metrics.LATENESS_BUCKETS) + 4, sorted(grown)
+    assert len(scrape(clock.now + dt.timedelta(seconds=1))) < 10
+
+
+def all_series():
+    return {(s.name, tuple(sorted(s.labels.items()))) for family in REGISTRY.collect() for s in family.samples}
