@@ -36,6 +36,12 @@ class Tenant(models.Model):
         "The module must also be listed in DUETIME_TASK_MODULES.",
     )
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="tenants")
+    # A tenant pause (runs.controls.pause_tenant): claims lease none of its runs and materialisation
+    # creates none, until resumed; stored here so that it survives restarts. Changed only by the controls.
+    paused_at = models.DateTimeField(null=True, blank=True, editable=False, help_text="Every queue paused since.")
+    paused_queues = models.JSONField(
+        default=dict, blank=True, editable=False, help_text="Queues paused on their own: {queue: ISO instant since}."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -43,6 +49,15 @@ class Tenant(models.Model):
 
     def __str__(self):
         return self.name
+
+    @property
+    def is_paused(self):
+        """True when the whole tenant or any of its queues is paused."""
+        return self.paused_at is not None or bool(self.paused_queues)
+
+    def pauses(self, queue):
+        """True when runs of `queue` are held: the whole tenant or that queue is paused."""
+        return self.paused_at is not None or queue in (self.paused_queues or {})
 
     @property
     def task_prefixes(self):
@@ -119,6 +134,9 @@ class JobDefinition(models.Model):
     run_at = models.DateTimeField(null=True, blank=True, help_text="For schedule kind 'at'.")
     time_zone = models.CharField(max_length=64, default="UTC")
     jitter_seconds = models.PositiveIntegerField(default=0)
+    # True when Duetime chose jitter_seconds (jobs/jitter.py) because the job's owner stated none;
+    # such a jitter is chosen again when the schedule changes. Jobs from before the default keep theirs.
+    jitter_is_default = models.BooleanField(default=False, editable=False)
     missed_run_policy = models.CharField(
         max_length=10, choices=MissedRunPolicy.choices, default=MissedRunPolicy.RUN_ONCE
     )
@@ -152,6 +170,10 @@ class JobDefinition(models.Model):
     notify_skip_streak = models.PositiveIntegerField(
         null=True, blank=True, help_text="Notify when this many runs in a row were skipped; empty: never."
     )
+    # Schedules as code (jobs/schedules.py): the declared set that owns the job ("" when none does),
+    # and the definition as that set last applied it, which the portal compares against to show drift.
+    managed_by = models.CharField(max_length=100, blank=True, default="", editable=False)
+    applied_spec = models.JSONField(null=True, blank=True, editable=False)
     next_due_at = models.DateTimeField(null=True, blank=True, editable=False)
     shard = models.SmallIntegerField(default=0, editable=False)
     version = models.PositiveIntegerField(default=1, editable=False)
@@ -195,6 +217,9 @@ class JobDefinition(models.Model):
             ),
             models.CheckConstraint(condition=Q(jitter_seconds__lte=3600), name="job_jitter_at_most_1h"),
             models.CheckConstraint(condition=Q(shard__gte=0, shard__lt=SHARDS), name="job_shard_range"),
+            models.CheckConstraint(
+                condition=Q(managed_by="") | Q(applied_spec__isnull=False), name="job_managed_has_applied_spec"
+            ),
         ]
         indexes = [
             # runs.materialize.due_definitions: active cron/at jobs whose next
