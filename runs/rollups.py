@@ -33,6 +33,7 @@ import math
 
 from django.db import transaction
 
+from runs import sql
 from runs.models import Attempt, JobHour, RollupCursor, TenantMinute
 
 BATCH = 20_000
@@ -96,23 +97,28 @@ def _blank():
     }
 
 
-def fold(rows):
-    """Aggregate attempt rows into ({(tenant, minute): counts}, {(job, tenant, hour): counts})."""
+def fold(groups):
+    """Aggregate the fold_attempts groups into ({(tenant, minute): counts}, {(job, tenant, hour): counts}).
+
+    A group is the attempts of one tenant and job that started in one minute
+    and ended in one minute with one outcome (and, for first attempts, one
+    lateness bin): its lateness counts where it started, its outcome where it ended.
+    """
     minutes, hours = {}, {}
-    for _id, attempt, started, available, created, ended, outcome, tenant, job in rows:
-        if attempt == 1:
-            ms = max(0, int((started - max(available, created)) / dt.timedelta(milliseconds=1)))
+    for tenant, job, started, ended, outcome, bin_, attempts, first, ms_sum, ms_max, _last in groups:
+        started, ended = sql.aware(started), sql.aware(ended)
+        if first:
             for bucket in (
                 minutes.setdefault((tenant, _floor(started, "minute")), _blank()),
                 hours.setdefault((job, tenant, _floor(started, "hour")), _blank()),
             ):
-                bucket["first_attempts"] += 1
-                bucket["lateness_ms_sum"] += ms
-                bucket["lateness_ms_max"] = max(bucket["lateness_ms_max"], ms)
-                merge(bucket["histogram"], {lateness_bin(ms): 1})
+                bucket["first_attempts"] += first
+                bucket["lateness_ms_sum"] += int(ms_sum)
+                bucket["lateness_ms_max"] = max(bucket["lateness_ms_max"], int(ms_max))
+                merge(bucket["histogram"], {bin_: first})
         if outcome in OUTCOMES:
-            minutes.setdefault((tenant, _floor(ended, "minute")), _blank())[outcome] += 1
-            hours.setdefault((job, tenant, _floor(ended, "hour")), _blank())[outcome] += 1
+            minutes.setdefault((tenant, _floor(ended, "minute")), _blank())[outcome] += attempts
+            hours.setdefault((job, tenant, _floor(ended, "hour")), _blank())[outcome] += attempts
     return minutes, hours
 
 
@@ -161,6 +167,23 @@ def _start_cursor(now):
     return low - 1
 
 
+def fold_attempts(after_id, now, batch):
+    """The fold_attempts groups of the attempts after `after_id` that have settled (at most `batch`).
+
+    Aggregated by the database: the scheduler reads a few hundred groups, not
+    every attempt (folding 20,000 attempts in Python cost it about 0.6 s of CPU).
+    """
+    params = {
+        "after": after_id,
+        "batch": batch,
+        "now": now,
+        "settle": SETTLE.total_seconds(),
+        "max_bin": MAX_BIN,
+        "growth": GROWTH,
+    }
+    return sql.execute("fold_attempts", params)
+
+
 def tick(now, *, batch=BATCH):
     """Fold the next attempts into the rollups. Returns how many attempts it folded in."""
     with transaction.atomic():
@@ -170,34 +193,15 @@ def tick(now, *, batch=BATCH):
                 [RollupCursor(name="attempts", last_id=_start_cursor(now))], ignore_conflicts=True
             )
             cursor = RollupCursor.objects.select_for_update().get(name="attempts")
-        rows = list(
-            Attempt.objects.filter(id__gt=cursor.last_id)
-            .order_by("id")
-            .values_list(
-                "id",
-                "attempt",
-                "started_at",
-                "available_at",
-                "run__created_at",
-                "ended_at",
-                "outcome",
-                "run__tenant_id",
-                "run__job_id",
-            )[:batch]
-        )
-        settled = []
-        for row in rows:
-            if row[5] > now - SETTLE:  # ended_at
-                break
-            settled.append(row)
-        if not settled:
+        groups = fold_attempts(cursor.last_id, now, batch)
+        if not groups:
             return 0
-        minutes, hours = fold(settled)
+        minutes, hours = fold(groups)
         _store(TenantMinute, list(minutes), minutes, ("tenant", "minute"))
         _store(JobHour, list(hours), hours, ("job", "tenant", "hour"))
-        RollupCursor.objects.filter(name="attempts").update(last_id=settled[-1][0])
+        RollupCursor.objects.filter(name="attempts").update(last_id=groups[0][-1])
     prune(now)
-    return len(settled)
+    return sum(group[6] for group in groups)
 
 
 _last_prune = {"at": None}

@@ -337,3 +337,40 @@ WHERE id = %(id)s AND fencing_token = %(token)s AND worker_id = %(dispatched_by)
   -- `state || ''`: a primary-key lookup, as in heartbeat.
   AND state || '' = 'leased'
 RETURNING lease_expires_at;
+
+-- name: fold_attempts
+-- rollups.tick: the attempts after the cursor, up to the first one that ended
+-- less than %(settle)s ago (a completion still committing may hold a lower id),
+-- at most %(batch)s of them, aggregated by tenant, job, start and end minute,
+-- outcome and, for first attempts, lateness bin (rollups.lateness_bin: log
+-- bins 25 %% wide in ms, bin 0 under 1 ms), so the scheduler folds a few
+-- hundred groups instead of reading every attempt into Python. `last_id` is
+-- the highest attempt id folded (the cursor's next value), on every row.
+WITH span AS MATERIALIZED (
+    SELECT a.id, a.attempt, a.started_at, a.ended_at, a.outcome, a.available_at, a.run_id
+    FROM runs_attempt a
+    WHERE a.id > %(after)s
+    ORDER BY a.id
+    LIMIT %(batch)s
+),
+cut AS (
+    SELECT coalesce(min(id), 9223372036854775807) AS first_unsettled
+    FROM span
+    WHERE ended_at > %(now)s::timestamptz - make_interval(secs => %(settle)s)
+),
+settled AS MATERIALIZED (
+    SELECT s.*, r.tenant_id, r.job_id,
+           CASE WHEN s.attempt = 1
+                THEN greatest(0, floor(extract(epoch FROM s.started_at - greatest(s.available_at, r.created_at)) * 1000))::bigint
+           END AS ms
+    FROM span s JOIN runs_run r ON r.id = s.run_id, cut
+    WHERE s.id < cut.first_unsettled
+)
+SELECT tenant_id, job_id, date_trunc('minute', started_at) AS started_minute,
+       date_trunc('minute', ended_at) AS ended_minute, outcome,
+       CASE WHEN ms IS NULL THEN NULL WHEN ms < 1 THEN 0
+            ELSE least(%(max_bin)s, 1 + floor(ln(ms::float8) / ln(%(growth)s::float8)))::int END AS bin,
+       count(*) AS attempts, count(ms) AS first_attempts, coalesce(sum(ms), 0)::bigint AS ms_sum,
+       coalesce(max(ms), 0)::bigint AS ms_max, (SELECT max(id) FROM settled) AS last_id
+FROM settled
+GROUP BY 1, 2, 3, 4, 5, 6;

@@ -282,3 +282,44 @@ SET worker_id = %(worker)s,
     lease_expires_at = strftime('%%Y-%%m-%%d %%H:%%M:%%f', %(now)s, '+' || min(%(lease)s, timeout_seconds) || ' seconds')
 WHERE id = %(id)s AND fencing_token = %(token)s AND worker_id = %(dispatched_by)s AND state = 'leased'
 RETURNING lease_expires_at;
+
+-- name: fold_attempts
+-- rollups.tick: the same groups as PostgreSQL's fold_attempts. Lateness in
+-- exact microseconds: whole seconds from strftime('%%s') plus the stored
+-- fraction (3 or 6 digits, or none), since julianday() differences lose a
+-- fraction of a millisecond; LN is Django's function where SQLite has none.
+WITH span AS (
+    SELECT a.id, a.attempt, a.started_at, a.ended_at, a.outcome, a.available_at, a.run_id
+    FROM runs_attempt a
+    WHERE a.id > %(after)s
+    ORDER BY a.id
+    LIMIT %(batch)s
+),
+cut AS (
+    SELECT coalesce(min(id), 9223372036854775807) AS first_unsettled
+    FROM span
+    WHERE ended_at > strftime('%%Y-%%m-%%d %%H:%%M:%%f', %(now)s, '-' || %(settle)s || ' seconds')
+),
+micros AS (
+    SELECT s.id, s.attempt, s.started_at, s.ended_at, s.outcome, r.tenant_id, r.job_id,
+           CAST(strftime('%%s', s.started_at) AS INTEGER) * 1000000
+             + CAST(substr(s.started_at || '000000', 21, 6) AS INTEGER) AS started_us,
+           max(CAST(strftime('%%s', s.available_at) AS INTEGER) * 1000000
+                 + CAST(substr(s.available_at || '000000', 21, 6) AS INTEGER),
+               CAST(strftime('%%s', r.created_at) AS INTEGER) * 1000000
+                 + CAST(substr(r.created_at || '000000', 21, 6) AS INTEGER)) AS from_us
+    FROM span s JOIN runs_run r ON r.id = s.run_id, cut
+    WHERE s.id < cut.first_unsettled
+),
+settled AS (
+    SELECT m.*, CASE WHEN m.attempt = 1 THEN max(0, (m.started_us - m.from_us) / 1000) END AS ms
+    FROM micros m
+)
+SELECT tenant_id, job_id, strftime('%%Y-%%m-%%d %%H:%%M:00', started_at) AS started_minute,
+       strftime('%%Y-%%m-%%d %%H:%%M:00', ended_at) AS ended_minute, outcome,
+       CASE WHEN ms IS NULL THEN NULL WHEN ms < 1 THEN 0
+            ELSE min(%(max_bin)s, 1 + CAST(LN(ms) / LN(%(growth)s) AS INTEGER)) END AS bin,
+       count(*) AS attempts, count(ms) AS first_attempts, coalesce(sum(ms), 0) AS ms_sum,
+       coalesce(max(ms), 0) AS ms_max, (SELECT max(id) FROM settled) AS last_id
+FROM settled
+GROUP BY 1, 2, 3, 4, 5, 6;

@@ -46,6 +46,34 @@ def test_it_waits_for_attempts_that_just_ended(acme, make_job, make_run, make_at
     assert rollups.tick(now + rollups.SETTLE + dt.timedelta(seconds=1)) == 1
 
 
+def test_it_stops_at_the_first_attempt_not_settled_and_at_the_batch(acme, make_job, make_run, make_attempt, clock):
+    now, job = clock.now, make_job(acme, "a.job")
+    for i in range(7):  # the sixth ended just now: it and the one after it wait for a later pass
+        run = make_run(job, state="succeeded", due_at=now - dt.timedelta(minutes=5, seconds=i))
+        make_attempt(run, late=dt.timedelta(seconds=1), ended=now if i == 5 else now - dt.timedelta(minutes=4))
+    assert rollups.tick(now, batch=3) == 3
+    assert rollups.tick(now) == 2
+    assert rollups.tick(now + rollups.SETTLE) == 2
+    assert sum(r.succeeded for r in TenantMinute.objects.filter(tenant=acme)) == 7
+
+
+def test_the_database_bins_lateness_exactly_as_lateness_bin_does(acme, make_job, make_run, make_attempt, clock):
+    now, job = clock.advance(minutes=30), make_job(acme, "a.job")
+    lateness_ms = [0.4, 1, 2.5, 999, 1000, 1001.7, 61_234]
+    for i, ms in enumerate(lateness_ms):
+        run = make_run(job, state="succeeded", due_at=now - dt.timedelta(minutes=10, seconds=i))
+        make_attempt(run, late=dt.timedelta(milliseconds=ms), ended=now - dt.timedelta(minutes=9))
+
+    assert rollups.tick(now) == len(lateness_ms)
+
+    hour = JobHour.objects.get(job=job)
+    expected = {}
+    for ms in lateness_ms:
+        rollups.merge(expected, {lateness_bin(int(ms)): 1})
+    assert hour.histogram == expected
+    assert (hour.lateness_ms_sum, hour.lateness_ms_max) == (sum(int(ms) for ms in lateness_ms), 61_234)
+
+
 def test_it_measures_a_run_created_after_its_due_time_from_its_creation(acme, make_job, make_run, make_attempt, clock):
     """A one-off run for a time already past is not hours late: it could not start before it existed."""
     now = clock.advance(minutes=30)
