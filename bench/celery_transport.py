@@ -33,7 +33,7 @@ from celery import Celery
 from django.conf import settings
 
 from bench import report
-from bench.processes import MANAGE
+from bench.processes import MANAGE, engine_env
 from bench.setup import bench_tenant, db_now, insert_runs, settle
 from jobs.models import JobDefinition
 
@@ -45,7 +45,7 @@ class CeleryFleet:
     """The Celery worker (both queues), run_scheduler and run_dispatcher (Duetime's queue), each in its group."""
 
     def __init__(self, broker, duetime_queue, plain_queue, children, batch):
-        env = {**os.environ, "CELERY_BROKER_URL": broker, "PYTHONUNBUFFERED": "1"}
+        env = engine_env(CELERY_BROKER_URL=broker)
         worker = [sys.executable, "-m", "celery", "-A", "bench.celery_app", "worker", "-P", "prefork"]
         worker += ["-c", str(children), "-Q", f"{duetime_queue},{plain_queue}", "-n", f"bench-{duetime_queue}@%h"]
         worker += ["--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "warning"]

@@ -29,7 +29,7 @@ import uuid
 from django.db.models import Count
 from django.db.models.functions import Now
 
-from bench.processes import MANAGE
+from bench.processes import MANAGE, engine_env
 from jobs import cron
 from jobs.models import SHARDS, JobDefinition, Tenant, shard_for
 from runs import shards
@@ -45,7 +45,7 @@ SETTLE_TIMEOUT = 60.0
 def run(options):
     """`manage.py bench failover [--minutes 5] [--schedulers 3]`."""
     kills = max(1, int(options["minutes"] * 60 // KILL_EVERY))
-    return {"workload": "failover", **drill(kills=kills, schedulers=options["schedulers"], env=dict(os.environ))}
+    return {"workload": "failover", **drill(kills=kills, schedulers=options["schedulers"], env=engine_env())}
 
 
 def drill(*, kills, schedulers, env, kill_every=KILL_EVERY, log_dir=None):

@@ -26,7 +26,7 @@ import uuid
 
 from django.conf import settings
 
-from bench.processes import MANAGE
+from bench.processes import MANAGE, engine_env
 from bench.report import percentile
 from jobs import cron
 from jobs.models import JobDefinition, Tenant, shard_for
@@ -122,7 +122,7 @@ def create_definitions(prefix, count):
 
 def run_schedulers(count, until):
     """Run `count` schedulers until `until` (database clock); returns their CPU seconds (user + system)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = engine_env()
     procs = [
         subprocess.Popen(
             [sys.executable, MANAGE, "run_scheduler", "--node", f"bench-m{i}"],

@@ -11,9 +11,19 @@ from django.conf import settings
 MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
 
 
+def engine_env(**extra):
+    """The environment of the processes a bench starts: this one's, with DEBUG off, as in production.
+
+    `DEBUG=1 manage.py bench` is the easy way to run the bench without a
+    SECRET_KEY; its engine processes must not inherit DEBUG, which wraps every
+    ORM cursor to record its queries. They get this process's key.
+    """
+    return {**os.environ, "DEBUG": "0", "SECRET_KEY": settings.SECRET_KEY, "PYTHONUNBUFFERED": "1", **extra}
+
+
 class Fleet:
     def __init__(self, queue, workers, concurrency, batch, pool="threads", scheduler=True):
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = engine_env()
         self.children = []
         if scheduler:
             self.children.append(

@@ -7,14 +7,13 @@ Median of --repeat spawns, each a fresh process.
 """
 
 import datetime as dt
-import os
 import signal
 import statistics
 import subprocess
 import sys
 import time
 
-from bench.processes import MANAGE
+from bench.processes import MANAGE, engine_env
 from bench.setup import bench_tenant, db_now, insert_runs
 from runs.models import Run
 
@@ -34,7 +33,7 @@ def _spawn_to_first_lease(job, index, timeout=60):
     insert_runs(job, db_now() - dt.timedelta(seconds=1), 1, start_index=index)
     spawned = db_now()
     command = [sys.executable, MANAGE, "run_worker", "--queues", job.queue, "--worker-id", f"bench-startup-{index}"]
-    worker = subprocess.Popen(command, env=os.environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen(command, env=engine_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -17,7 +17,6 @@ its processes use bench.tasks_db_settings (Duetime's settings plus the peer).
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from django.db import connection
 from django.utils.dateparse import parse_datetime
 
 from bench import report
-from bench.processes import MANAGE, Fleet
+from bench.processes import MANAGE, Fleet, engine_env
 from bench.setup import settle
 from jobs.models import Tenant
 
@@ -67,7 +66,7 @@ def run(options):
             "run `.venv/bin/pip install -r requirements-bench.txt` first"
         )
     count = options["runs"]
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": PEER_SETTINGS, "PYTHONUNBUFFERED": "1"}
+    env = engine_env(DJANGO_SETTINGS_MODULE=PEER_SETTINGS)
     subprocess.run(
         [sys.executable, MANAGE, "migrate", "django_tasks_database", "--skip-checks", "-v", "0"], env=env, check=True
     )

@@ -20,6 +20,12 @@ that first checks, under a lock on the shard's lease, that the node still
 holds it with the epoch it took (runs.shards.holds): a node whose shard was
 taken over (a pause, a lost connection) writes nothing for it.
 
+Maintenance windows and business-day calendars (calendars/) are applied
+before the missed-run policy, with the windows of a shard's jobs read in one
+query: an occurrence inside a window is skipped (the window's name is the
+reason), or held until the window ends (`available_at` is its end, `due_at`
+stays the occurrence), as the window's resume policy says (docs/windows.md).
+
 A tenant at its pending-run quota (jobs.quotas) gets no new runs: the
 occurrences past its room are recorded `skipped` with the reason
 "quota: max_pending_runs", and the schedule moves on. Deferring them
@@ -37,6 +43,8 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
+from calendars import blackouts
+from calendars.models import Window
 from jobs import cron, quotas
 from jobs.models import JobDefinition, Tenant
 from runs import metrics
@@ -55,6 +63,7 @@ class Plan:
     runs: list = dataclasses.field(default_factory=list)  # due_at instants to run
     skipped: list = dataclasses.field(default_factory=list)  # (first, last, count, reason)
     next_due_at: dt.datetime | None = None
+    held: dict = dataclasses.field(default_factory=dict)  # due_at -> (available_at, reason): held by a window
 
 
 @dataclasses.dataclass
@@ -85,20 +94,58 @@ def upcoming(job, after, until):
         cursor, size = batch[-1], min(size * 4, 500)
 
 
-def plan(job, now, horizon, *, cap=None):
-    """What to insert for `job` from its `next_due_at` up to `horizon`."""
+def plan(job, now, horizon, *, cap=None, windows=()):
+    """What to insert for `job` from its `next_due_at` up to `horizon`.
+
+    `windows`: the job's maintenance windows and calendars (calendars.models.Window,
+    its own and its tenant's). An occurrence inside one is decided by the
+    window's resume policy first (calendars/blackouts.py: the whole window at
+    once, so `next_due_at` may jump past the look-ahead to the window's end);
+    the missed-run policy then decides the occurrences outside every window.
+    """
     cap = cap or settings.DUETIME_MISSED_RUN_CAP
     first = job.next_due_at
     if job.schedule_kind == JobDefinition.ScheduleKind.AT:
         times, following = [first], None
     else:
         times, following = upcoming(job, first - dt.timedelta(microseconds=1), horizon)
+    held = _hold(job, times, windows, cap)
+    if held.resume_after is not None:
+        following = _after(job, held.resume_after)
     cutoff = now - MISSED_GRACE
-    missed = [t for t in times if t < cutoff]
-    result = Plan(runs=[t for t in times if t >= cutoff], next_due_at=following)
+    missed = [t for t in held.free if t < cutoff]
+    result = Plan(runs=[t for t in held.free if t >= cutoff], next_due_at=following, held=held.held)
+    result.skipped += held.skipped
     if missed:
         _apply_missed_policy(job, now, missed, result, cap)
+    if held.held:
+        result.runs = sorted([*result.runs, *held.held])
     return result
+
+
+def _hold(job, times, windows, cap):
+    if not windows or not times:
+        return blackouts.Held(free=list(times))
+    walk = blackouts.Walk(job.cron_expr if job.schedule_kind == JobDefinition.ScheduleKind.CRON else "", job.time_zone)
+    jitter = dt.timedelta(seconds=cron.stable_jitter(job.tenant.name, job.name, job.jitter_seconds))
+    return blackouts.hold(times, walk, windows, cap, jitter=jitter)
+
+
+def _after(job, instant):
+    """The job's first occurrence after `instant` (None for an `at` job, or a schedule that ends)."""
+    if job.schedule_kind != JobDefinition.ScheduleKind.CRON:
+        return None
+    found = cron.occurrences(job.cron_expr, job.time_zone, instant, 1)
+    return found[0] if found else None
+
+
+def rows_for(job, todo, now):
+    """The unsaved rows of a plan: its runs (a held run available when its window ends) and skipped summaries."""
+    rows = build_runs(job, todo.runs)
+    for row in rows:
+        if row.due_at in todo.held:
+            row.available_at, row.reason = todo.held[row.due_at]
+    return rows + skipped_rows(job, todo.skipped, now)
 
 
 def _apply_missed_policy(job, now, missed, result, cap):
@@ -210,10 +257,11 @@ def materialize_shard(pks, now, horizon, room):
         _due(horizon).filter(pk__in=pks).select_for_update(skip_locked=True, of=("self",)).select_related("tenant")
     )
     rows, planned = [], []
+    windows = Window.objects.by_job(jobs)  # one query for the shard's jobs
     for job in jobs:
-        todo = plan(job, now, horizon)
+        todo = plan(job, now, horizon, windows=windows[job.pk])
         cap_by_quota(job, todo, room)
-        rows += build_runs(job, todo.runs) + skipped_rows(job, todo.skipped, now)
+        rows += rows_for(job, todo, now)
         job.next_due_at = todo.next_due_at
         planned.append((job, todo))
     insert_runs(rows)
@@ -229,7 +277,7 @@ def materialize_job(job, now, horizon, room=None):
     `room` (tenant pk -> runs it may add, filled on first use) is shared by
     the jobs of one pass; occurrences beyond it are recorded skipped.
     """
-    todo = plan(job, now, horizon)
+    todo = plan(job, now, horizon, windows=Window.objects.by_job([job])[job.pk])
     cap_by_quota(job, todo, room if room is not None else {})
     with transaction.atomic():
         advanced = JobDefinition.objects.filter(
@@ -237,7 +285,7 @@ def materialize_job(job, now, horizon, room=None):
         ).update(next_due_at=todo.next_due_at)
         if not advanced:
             return 0, 0  # another scheduler materialised it, or it was paused meanwhile
-        insert_runs(build_runs(job, todo.runs) + skipped_rows(job, todo.skipped, now))
+        insert_runs(rows_for(job, todo, now))
     job.next_due_at = todo.next_due_at
     metrics.materialized(job, todo.runs, todo.skipped, now)
     return len(todo.runs), len(todo.skipped)

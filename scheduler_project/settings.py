@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "channels",
     "scheduler_project",
     "jobs",
+    "calendars",  # maintenance windows, business-day calendars, tzdata versions (docs/windows.md)
     "runs",
     "dlq",
     "notify",
@@ -204,6 +205,9 @@ DUETIME_LOOKAHEAD_SECONDS = env.int("DUETIME_LOOKAHEAD_SECONDS", default=60)
 # owned again within this plus 1 s. The look-ahead must stay at least twice that (check duetime.E005).
 DUETIME_SHARD_LEASE_SECONDS = env.float("DUETIME_SHARD_LEASE_SECONDS", default=6.0)
 DUETIME_MISSED_RUN_CAP = env.int("DUETIME_MISSED_RUN_CAP", default=1000)
+# How often a scheduler compares the tz database on disk with what each zone's runs were projected with
+# (runs/reproject.py, docs/timezone-changes.md).
+DUETIME_TZDATA_CHECK_SECONDS = env.int("DUETIME_TZDATA_CHECK_SECONDS", default=300)
 DUETIME_CLAIM_BATCH = env.int("DUETIME_CLAIM_BATCH", default=100)
 DUETIME_POLL_SECONDS = env.float("DUETIME_POLL_SECONDS", default=0.05)
 DUETIME_MAX_PAYLOAD_BYTES = env.int("DUETIME_MAX_PAYLOAD_BYTES", default=256 * 1024)

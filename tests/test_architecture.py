@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("scheduler_project", "jobs", "runs", "dlq", "notify", "bench", "tasks_backend")
-APPS = ("jobs", "runs", "dlq", "notify", "tasks_backend")
+PACKAGES = ("scheduler_project", "jobs", "calendars", "runs", "dlq", "notify", "bench", "tasks_backend")
+APPS = ("jobs", "calendars", "runs", "dlq", "notify", "tasks_backend")
 # Subpackages of an app that are surfaces (leaves) rather than its domain.
 SURFACES = ("api", "admin", "management", "migrations")
 WEB_ONLY = (
@@ -174,4 +174,20 @@ def test_it_keeps_the_tasks_backend_above_the_engine():
         for target in targets
         if layer(target)[0] == "tasks_backend"
     ]
+    assert not offenders, "\n".join(sorted(offenders))
+
+
+def test_it_keeps_calendars_between_jobs_and_runs():
+    """jobs <- calendars <- runs: the windows' domain uses jobs only, and jobs never asks calendars."""
+    offenders = []
+    for name, targets in import_graph().items():
+        owner, surface = layer(name)
+        if surface is not None:
+            continue
+        for target in targets:
+            target_owner = layer(target)[0]
+            if owner == "calendars" and target_owner in ("runs", "dlq", "notify", "tasks_backend"):
+                offenders.append(f"{name} imports {target}")
+            if owner == "jobs" and target_owner == "calendars":
+                offenders.append(f"{name} imports {target}")
     assert not offenders, "\n".join(sorted(offenders))

@@ -221,7 +221,12 @@ class BackfillForm(NoteForm):
         max_value=backfill.BACKFILL_LIMIT,
         help_text=f"A cap per job (1 to {backfill.BACKFILL_LIMIT:,}); occurrences beyond it are left out.",
     )
-    field_order = ["start", "end", "max_runs", "note"]
+    ignore_windows = forms.BooleanField(
+        label="Ignore maintenance windows and calendars",
+        required=False,
+        help_text="Unticked, occurrences inside the jobs' windows are left out or collapsed as their resume policy says.",
+    )
+    field_order = ["start", "end", "max_runs", "ignore_windows", "note"]
 
     def clean(self):
         data = super().clean()
@@ -233,14 +238,16 @@ class BackfillForm(NoteForm):
 
 
 def backfill_plan(qs, data):
-    """[(job, occurrences, truncated, problem)] for the selected jobs and the window."""
+    """[(job, occurrences, truncated, problem, held back by windows)] for the selected jobs and the window."""
     plans = []
     for job in qs.select_related("tenant")[:1000]:
         try:
-            times, truncated = backfill.backfill_plan(job, data["start"], data["end"], data["max_runs"])
-            plans.append((job, len(times), truncated, ""))
+            plan = backfill.backfill_plan(
+                job, data["start"], data["end"], data["max_runs"], ignore_windows=data.get("ignore_windows", False)
+            )
+            plans.append((job, len(plan.times), plan.truncated, "", plan.held_back))
         except ValidationError as exc:
-            plans.append((job, 0, False, "; ".join(exc.messages)))
+            plans.append((job, 0, False, "; ".join(exc.messages), 0))
     return plans
 
 
@@ -255,9 +262,11 @@ def backfill_jobs(modeladmin, request, queryset):
                 job,
                 f"left out: {problem}"
                 if problem
-                else f"{n} run(s){' (capped: more occurrences in the window)' if cut else ''}; {_overlap_effect(job, leased.get(job.pk, 0))}",
+                else f"{n} run(s){' (capped: more occurrences in the window)' if cut else ''}"
+                f"{f'; {held} occurrence(s) left out by maintenance windows' if held else ''}"
+                f"; {_overlap_effect(job, leased.get(job.pk, 0))}",
             )
-            for job, n, cut, problem in plans
+            for job, n, cut, problem, held in plans
         ]
         return {
             "lines": [
@@ -270,7 +279,7 @@ def backfill_jobs(modeladmin, request, queryset):
         }
 
     def perform(qs, data):
-        plans = [(job, n) for job, n, _cut, problem in backfill_plan(qs, data) if n and not problem]
+        plans = [(job, n) for job, n, _cut, problem, _held in backfill_plan(qs, data) if n and not problem]
         context = {
             **modeladmin.admin_site.each_context(request),
             "title": "Backfill in progress",
@@ -286,6 +295,7 @@ def backfill_jobs(modeladmin, request, queryset):
                 for job, n in plans
             ],
             "note": data["note"],
+            "ignore_windows": data.get("ignore_windows", False),
         }
         return TemplateResponse(request, "portal/backfill_progress.html", context)
 
@@ -302,21 +312,25 @@ def backfill_jobs(modeladmin, request, queryset):
     )
 
 
-def backfill_step(job, cursor, end, remaining, *, actor, note):
+def backfill_step(job, cursor, end, remaining, *, actor, note, ignore_windows=False):
     """Create the next chunk of a backfill from `cursor`; returns (created, next cursor, done).
 
     The portal's progress page calls this until done, so progress is real and
     a chunk is never bigger than BACKFILL_CHUNK runs (one audit entry each).
-    Each chunk obeys the tenant's pending-run quota (jobs.quotas.QuotaExceeded).
+    Each chunk obeys the tenant's pending-run quota (jobs.quotas.QuotaExceeded),
+    and the job's maintenance windows unless `ignore_windows`.
     """
     chunk = min(BACKFILL_CHUNK, remaining)
     if chunk <= 0 or cursor >= end:
         return 0, cursor, True
-    runs = backfill.backfill(job, cursor, end, actor=actor, max_runs=chunk, note=note, quota=enqueue.Quota.PENDING)
-    if not runs:
+    plan = backfill.backfill_plan(job, cursor, end, chunk, ignore_windows=ignore_windows)
+    if not plan.times:
         return 0, cursor, True
-    following = runs[-1].due_at + dt.timedelta(microseconds=1)
-    done = len(runs) < chunk or remaining - len(runs) <= 0 or following >= end
+    runs = backfill.backfill(
+        job, cursor, end, actor=actor, max_runs=chunk, note=note, quota=enqueue.Quota.PENDING, plan=plan
+    )
+    following = (plan.resume_after or plan.times[-1]) + dt.timedelta(microseconds=1)
+    done = not plan.truncated or remaining - len(runs) <= 0 or following >= end
     return len(runs), following, done
 
 

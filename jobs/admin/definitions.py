@@ -297,7 +297,13 @@ class JobDefinitionAdmin(TenantScopedAdmin):
             if cursor is None or end is None:
                 raise ValueError("cursor and end must be ISO 8601 instants")
             created, following, done = backfill_step(
-                job, cursor, end, remaining, actor=actor_for_user(request.user), note=request.POST.get("note", "")
+                job,
+                cursor,
+                end,
+                remaining,
+                actor=actor_for_user(request.user),
+                note=request.POST.get("note", ""),
+                ignore_windows=request.POST.get("ignore_windows") == "1",
             )
         except (ValueError, ValidationError) as exc:
             messages = exc.messages if isinstance(exc, ValidationError) else [str(exc)]

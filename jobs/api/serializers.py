@@ -17,7 +17,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs.models import JobDefinition
-from scheduler_project.api.fields import AwareDateTimeField, Integer, PayloadField, Text
+from scheduler_project.api.fields import AwareDateTimeField, Boolean, Integer, PayloadField, Text
 
 # Model field -> path in the API body, for error messages.
 BODY_PATHS = {
@@ -221,10 +221,14 @@ class BackfillSerializer(serializers.Serializer):
     start = AwareDateTimeField(help_text="Window start, inclusive.")
     end = AwareDateTimeField(help_text="Window end, exclusive; not after now.")
     max_runs = Integer(min_value=1, max_value=10_000, default=100)
+    ignore_windows = Boolean(
+        default=False, help_text="Run the occurrences that maintenance windows and calendars would hold back too."
+    )
 
 
 class BackfillResultSerializer(serializers.Serializer):
     created = serializers.IntegerField(help_text="Runs created, due now.")
     truncated = serializers.BooleanField(help_text="True when the window held more than max_runs occurrences.")
+    held_back = serializers.IntegerField(help_text="Occurrences that maintenance windows and calendars left out.")
     first_due_at = serializers.DateTimeField(allow_null=True)
     last_due_at = serializers.DateTimeField(allow_null=True)

@@ -189,18 +189,29 @@ class JobBackfillView(TeamEndpoint):
         values = validated(BackfillSerializer, request.data)
         start, end, max_runs = values["start"], values["end"], values["max_runs"]
         try:
-            times, truncated = backfill.backfill_plan(job, start, end, max_runs)
+            plan = backfill.backfill_plan(job, start, end, max_runs, ignore_windows=values["ignore_windows"])
         except DjangoValidationError as exc:
             errors = body_errors({"schedule_kind" if k == "job" else k: v for k, v in exc.message_dict.items()})
             raise invalid(errors, "invalid-schedule" if is_schedule_error(errors) else "validation-error")
         created = (
-            backfill.backfill(job, start, end, actor=self.actor, max_runs=max_runs, quota=enqueue.Quota.PENDING)
-            if times
+            backfill.backfill(
+                job,
+                start,
+                end,
+                actor=self.actor,
+                max_runs=max_runs,
+                quota=enqueue.Quota.PENDING,
+                ignore_windows=values["ignore_windows"],
+                plan=plan,
+            )
+            if plan.times
             else []
         )
+        times = plan.times
         body = {
             "created": len(created),
-            "truncated": truncated,
+            "truncated": plan.truncated,
+            "held_back": plan.held_back,
             "first_due_at": times[0] if times else None,
             "last_due_at": times[-1] if times else None,
         }

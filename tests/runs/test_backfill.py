@@ -31,7 +31,8 @@ def test_it_refuses_to_backfill_the_future(every_minute):
 
 
 def test_it_plans_the_occurrences_of_a_half_open_window(every_minute):
-    times, truncated = backfill.backfill_plan(every_minute, NOW, NOW + minutes(3))
+    plan = backfill.backfill_plan(every_minute, NOW, NOW + minutes(3))
+    times, truncated = plan.times, plan.truncated
     assert times == [NOW, NOW + minutes(1), NOW + minutes(2)] and not truncated
 
 
@@ -59,3 +60,53 @@ def test_a_backfilled_run_keeps_its_occurrence_key_marked_and_never_runs_early(e
     (run,) = backfill.backfill(every_minute, NOW, NOW + minutes(1), actor="user:alice", now=NOW - minutes(5))
     assert run.idempotency_key == "ping@2026-06-01T11:00:00+02:00#backfill"
     assert run.available_at == NOW, "never before its nominal instant, even when `now` is earlier"
+
+
+def freeze(job, policy="skip", start=NOW + minutes(2), end=NOW + minutes(5)):
+    from calendars.models import Window
+
+    return Window.objects.create(
+        tenant=job.tenant, job=job, name="freeze", starts_at=start, ends_at=end, resume_policy=policy
+    )
+
+
+def test_it_leaves_out_what_a_skip_window_holds_and_says_so(every_minute):
+    freeze(every_minute)  # 09:02 to 09:05: three occurrences
+    plan = backfill.backfill_plan(every_minute, NOW, NOW + minutes(7))
+    assert plan.times == [NOW, NOW + minutes(1), NOW + minutes(5), NOW + minutes(6)]
+    assert plan.held_back == 3 and plan.reasons[0].startswith("window 'freeze' (skip): 3 occurrences")
+    backfill.backfill(every_minute, NOW, NOW + minutes(7), actor="user:alice")
+    assert every_minute.tenant.audit.get(action="backfill").detail["held_back_by_windows"] == 3
+
+
+def test_it_keeps_the_latest_occurrence_of_a_run_once_window_and_everything_when_told_to_ignore_windows(every_minute):
+    freeze(every_minute, "run_once")
+    assert backfill.backfill_plan(every_minute, NOW, NOW + minutes(6)).times == [
+        NOW,
+        NOW + minutes(1),
+        NOW + minutes(4),
+        NOW + minutes(5),
+    ]
+    ignored = backfill.backfill_plan(every_minute, NOW, NOW + minutes(6), ignore_windows=True)
+    assert ignored.times == [NOW + minutes(i) for i in range(6)] and ignored.held_back == 0
+
+
+def test_a_capped_windowed_plan_says_where_the_next_chunk_starts(every_minute):
+    freeze(every_minute, "run_once")
+    plan = backfill.backfill_plan(every_minute, NOW, NOW + minutes(10), max_runs=3)
+    assert plan.times == [NOW, NOW + minutes(1), NOW + minutes(4)] and plan.truncated
+    assert plan.resume_after == NOW + minutes(4)
+    rest = backfill.backfill_plan(every_minute, plan.resume_after + dt.timedelta(microseconds=1), NOW + minutes(10))
+    assert rest.times == [NOW + minutes(i) for i in range(5, 10)] and not rest.truncated
+
+
+def test_the_portal_step_goes_through_a_window_chunk_by_chunk(every_minute, monkeypatch):
+    from jobs.admin import actions
+
+    monkeypatch.setattr(actions, "BACKFILL_CHUNK", 2)
+    freeze(every_minute, "skip")
+    cursor, made, done = NOW, 0, False
+    while not done:
+        created, cursor, done = actions.backfill_step(every_minute, cursor, NOW + minutes(8), 100, actor="u", note="")
+        made += created
+    assert made == 5  # 09:00, 09:01, then 09:05 to 09:07: the window's three are left out

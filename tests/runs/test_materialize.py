@@ -245,3 +245,136 @@ def test_a_job_paused_after_the_pass_listed_it_is_left_alone(acme, make_job):
     assert not Run.objects.filter(job=paused).exists()
     paused.refresh_from_db()
     assert paused.next_due_at == T0
+
+
+# --- maintenance windows and calendars (calendars/, docs/windows.md) ----------------------------
+
+SAT = dt.datetime(2026, 6, 6, 9, 0, tzinfo=UTC)
+
+
+def hourly(tenant, make_job, name="report", now=T0 - minutes(1), **fields):
+    fields.setdefault("cron_expr", "0 * * * *")
+    job = make_job(tenant, name, **fields)
+    JobDefinition.objects.filter(pk=job.pk).update(
+        next_due_at=cron.occurrences(job.cron_expr, job.time_zone, now, 1)[0]
+    )
+    job.refresh_from_db()
+    return job
+
+
+def window(tenant, job=None, name="db upgrade", **fields):
+    from calendars.models import Window
+
+    fields.setdefault("kind", "one_off")
+    made = Window(tenant=tenant, job=job, name=name, **fields)
+    made.full_clean()
+    made.save()
+    return made
+
+
+def test_it_skips_the_occurrences_inside_a_window_at_once_with_its_name(acme, make_job):
+    job = hourly(acme, make_job, now=T0)  # next occurrence 10:00
+    window(acme, job, starts_at=T0 + minutes(30), ends_at=T0 + minutes(210))  # 09:30 to 12:30
+    materialize.materialize(T0 + minutes(59), lookahead=60)
+    [row] = skipped(job)
+    assert (row.due_at, row.covers_until) == (T0 + minutes(60), T0 + minutes(180))
+    assert row.reason.startswith("window 'db upgrade' (skip): 3 occurrences from 2026-06-01 10:00 to 2026-06-01 12:00")
+    job.refresh_from_db()
+    assert job.next_due_at == T0 + minutes(240)  # 13:00: the window was decided whole
+    assert not scheduled(job)
+
+
+def test_it_runs_the_latest_occurrence_once_when_a_run_once_window_ends(acme, make_job):
+    job = hourly(acme, make_job, now=T0)
+    window(acme, job, starts_at=T0 + minutes(30), ends_at=T0 + minutes(210), resume_policy="run_once")
+    materialize.materialize(T0 + minutes(59), lookahead=60)
+    run = Run.objects.get(job=job, state="scheduled")
+    assert (run.due_at, run.available_at) == (T0 + minutes(180), T0 + minutes(210))  # due 12:00, runs at 12:30
+    assert run.reason == "held by window 'db upgrade' until 2026-06-01 12:30 UTC (run_once)"
+    [row] = skipped(job)
+    assert (row.due_at, row.covers_until) == (T0 + minutes(60), T0 + minutes(180) - dt.timedelta(microseconds=1))
+    assert "run_once runs only the latest occurrence inside it" in row.reason and ": 2 occurrences" in row.reason
+
+
+def test_it_runs_every_occurrence_at_the_end_of_a_run_all_window_up_to_the_cap(acme, make_job, settings):
+    settings.DUETIME_MISSED_RUN_CAP = 2
+    job = hourly(acme, make_job, now=T0)
+    window(acme, job, starts_at=T0 + minutes(30), ends_at=T0 + minutes(210), resume_policy="run_all")
+    materialize.materialize(T0 + minutes(59), lookahead=60)
+    held = Run.objects.filter(job=job, state="scheduled").order_by("due_at")
+    assert [(r.due_at, r.available_at) for r in held] == [
+        (T0 + minutes(120), T0 + minutes(210)),
+        (T0 + minutes(180), T0 + minutes(210)),
+    ]
+    [row] = skipped(job)
+    assert row.due_at == T0 + minutes(60) and "run_all runs at most the latest 2" in row.reason
+
+
+def test_a_tenant_wide_recurring_window_holds_every_job_of_the_tenant_and_no_other(acme, globex, make_job):
+    # 22:00 to 06:00 in Berlin every night (20:00 to 04:00 UTC in summer).
+    window(
+        acme,
+        name="nightly freeze",
+        kind="recurring",
+        cron_expr="0 22 * * *",
+        time_zone="Europe/Berlin",
+        duration_seconds=8 * 3600,
+    )
+    night = T0.replace(hour=20, minute=59)
+    mine, theirs = hourly(acme, make_job, now=night), hourly(globex, make_job, now=night)
+    materialize.materialize(night, lookahead=60)
+    [row] = skipped(mine)
+    assert (row.due_at, row.covers_until) == (T0.replace(hour=21), T0.replace(day=2, hour=3))
+    assert row.reason.startswith("window 'nightly freeze' (skip): 7 occurrences")
+    assert scheduled(theirs) == [T0.replace(hour=21)]
+
+
+def test_a_calendar_skips_weekends_and_holidays_and_run_once_runs_on_the_next_business_day(acme, make_job):
+    from calendars.models import Calendar
+
+    london = Calendar.objects.create(
+        tenant=acme,
+        name="uk",
+        time_zone="Europe/London",
+        weekend_days=[6, 7],
+        holidays=[{"name": "Whit Monday", "start": "2026-06-08", "end": "2026-06-09", "all_day": True}],
+    )
+    daily = hourly(acme, make_job, "daily", now=SAT - minutes(120), cron_expr="0 9 * * *", time_zone="Europe/London")
+    window(acme, daily, name="UK business days", kind="calendar", calendar=london, resume_policy="run_once")
+    materialize.materialize(SAT - dt.timedelta(hours=1, seconds=30), lookahead=60)  # Saturday 09:00 London
+    run = Run.objects.get(job=daily, state="scheduled")
+    monday_9, tuesday_0 = dt.datetime(2026, 6, 8, 8, 0, tzinfo=UTC), dt.datetime(2026, 6, 8, 23, 0, tzinfo=UTC)
+    assert (run.due_at, run.available_at) == (monday_9, tuesday_0)
+    assert run.reason.startswith("held by window 'UK business days: weekend, Whit Monday' until 2026-06-08 23:00 UTC")
+    assert skipped(daily)[0].due_at == SAT - dt.timedelta(hours=1)
+    daily.refresh_from_db()
+    assert daily.next_due_at == dt.datetime(2026, 6, 9, 8, 0, tzinfo=UTC)  # Tuesday 09:00 London
+
+
+def test_an_outage_past_a_window_still_holds_its_occurrences_to_the_window(acme, make_job):
+    job = hourly(acme, make_job, now=T0)
+    window(acme, job, starts_at=T0 + minutes(30), ends_at=T0 + minutes(90), resume_policy="run_once")
+    materialize.materialize(T0 + minutes(150), lookahead=60)  # no scheduler ran from 09:00 to 11:30
+    run = Run.objects.get(job=job, due_at=T0 + minutes(60))
+    assert run.available_at == T0 + minutes(90)  # held by the window, not by the missed-run policy
+    assert Run.objects.get(job=job, due_at=T0 + minutes(120)).state == "scheduled"  # 11:00: run_once catch-up
+
+
+def test_a_disabled_window_holds_nothing(acme, make_job):
+    job = hourly(acme, make_job, now=T0)
+    window(acme, job, starts_at=T0 + minutes(30), ends_at=T0 + minutes(90), enabled=False)
+    materialize.materialize(T0 + minutes(59), lookahead=60)
+    assert scheduled(job) == [T0 + minutes(60)]
+
+
+def test_a_shard_reads_its_jobs_windows_in_one_query_whatever_their_number(acme, globex, make_job):
+    window(acme, starts_at=T0 + minutes(30), ends_at=T0 + minutes(31))
+    jobs_on_one_shard(acme, make_job, 5)
+    with CaptureQueriesContext(connection) as five:
+        materialize.materialize(T0, lookahead=60)
+    window(globex, starts_at=T0 + minutes(30), ends_at=T0 + minutes(31))
+    jobs_on_one_shard(globex, make_job, 40)
+    with CaptureQueriesContext(connection) as forty:
+        materialize.materialize(T0, lookahead=60)
+    assert len(forty) == len(five)
+    assert sum("calendars_window" in q["sql"] for q in forty.captured_queries) == 1

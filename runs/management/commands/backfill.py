@@ -1,9 +1,10 @@
-"""`manage.py backfill JOB --tenant T --start ... --end ... [--max-runs N]`: run a window of a cron job's past occurrences again.
+"""`manage.py backfill JOB --tenant T --start ... --end ... [--max-runs N] [--ignore-windows]`: run past occurrences again.
 
 The same service as the portal's backfill action (runs.backfill.backfill):
 the same plan, cap, audit record and origin `backfill`, and the tenant's
 pending-run quota, checked for the whole window first. Shows a progress bar
-while the runs are created.
+while the runs are created. The job's maintenance windows and calendars leave
+occurrences out (each reason printed) unless `--ignore-windows`.
 """
 
 import datetime as dt
@@ -46,17 +47,25 @@ class Command(BaseCommand):
         )
         parser.add_argument("--note", default="", help="Why: saved in the audit record.")
         parser.add_argument("--dry-run", action="store_true", help="Only say how many runs it would create.")
+        parser.add_argument(
+            "--ignore-windows",
+            action="store_true",
+            help="Also run the occurrences that maintenance windows and calendars hold back (docs/windows.md).",
+        )
 
-    def handle(self, *args, job, tenant, start, end, max_runs, note, dry_run, **options):
+    def handle(self, *args, job, tenant, start, end, max_runs, note, dry_run, ignore_windows, **options):
         definition = JobDefinition.objects.select_related("tenant").filter(tenant__name=tenant, name=job).first()
         if definition is None:
             raise CommandError(f"no job '{job}' in tenant '{tenant}'")
         start, end = instant(start), instant(end)
         try:
-            times, truncated = backfill.backfill_plan(definition, start, end, max_runs)
+            plan = backfill.backfill_plan(definition, start, end, max_runs, ignore_windows=ignore_windows)
+            truncated = plan.truncated
+            for reason in plan.reasons:
+                self.stdout.write(f"Left out: {reason}")
             if dry_run:
                 more = f" (capped at {max_runs}; the window holds more)" if truncated else ""
-                self.stdout.write(f"Would create {len(times)} run(s) of {tenant}/{job}{more}.")
+                self.stdout.write(f"Would create {len(plan.times)} run(s) of {tenant}/{job}{more}.")
                 return
             runs = backfill.backfill(
                 definition,
@@ -67,6 +76,8 @@ class Command(BaseCommand):
                 note=note,
                 progress=self.progress,
                 quota=Quota.PENDING,
+                ignore_windows=ignore_windows,
+                plan=plan,
             )
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages))

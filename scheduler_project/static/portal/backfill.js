@@ -7,6 +7,7 @@
   var url = form.getAttribute("data-step-url");
   var csrf = form.querySelector("[name=csrfmiddlewaretoken]").value;
   var note = form.querySelector("[name=note]").value;
+  var ignoreWindows = form.querySelector("[name=ignore_windows]").value;
   var items = Array.prototype.slice.call(document.querySelectorAll("[data-backfill-job]"));
   var done = document.getElementById("backfill-done");
   var created = 0;
@@ -14,7 +15,7 @@
   function step(item, cursor, remaining, made) {
     var text = item.querySelector(".portal-backfill-text");
     var bar = item.querySelector("progress");
-    var body = new URLSearchParams({ job: item.getAttribute("data-backfill-job"), cursor: cursor, end: item.getAttribute("data-end"), remaining: String(remaining), note: note });
+    var body = new URLSearchParams({ job: item.getAttribute("data-backfill-job"), cursor: cursor, end: item.getAttribute("data-end"), remaining: String(remaining), note: note, ignore_windows: ignoreWindows });
     return fetch(url, { method: "POST", credentials: "same-origin", headers: { "X-CSRFToken": csrf }, body: body })
       .then(function (r) { return r.json().then(function (data) { return { ok: r.ok, data: data }; }); })
       .then(function (res) {

@@ -81,3 +81,28 @@ def test_it_creates_no_run_when_the_window_would_pass_the_pending_quota(acme, ma
             stdout=io.StringIO(),
         )
     assert not Run.objects.filter(job=job).exists()
+
+
+def test_it_honours_windows_unless_told_to_ignore_them(acme, make_job, clock):
+    from calendars.models import Window
+
+    job = make_job(acme, "billing.nightly", cron_expr="0 2 * * *", time_zone="UTC")
+    end = clock.now.replace(hour=0)
+    start = end - dt.timedelta(days=4)
+    Window.objects.create(tenant=acme, name="migration", starts_at=start, ends_at=start + dt.timedelta(days=2))
+    out = io.StringIO()
+    arguments = [
+        "backfill",
+        "billing.nightly",
+        "--tenant",
+        "acme",
+        "--start",
+        start.isoformat(),
+        "--end",
+        end.isoformat(),
+    ]
+    call_command(*arguments, "--dry-run", stdout=out)
+    assert "Left out: window 'migration' (skip): 2 occurrences" in out.getvalue()
+    assert "Would create 2 run(s)" in out.getvalue()
+    call_command(*arguments, "--ignore-windows", stdout=io.StringIO())
+    assert Run.objects.filter(job=job, origin="backfill").count() == 4
