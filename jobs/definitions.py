@@ -8,7 +8,7 @@ transaction.
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import audit, cron, quotas
+from jobs import audit, cron, jitter, quotas
 from jobs.models import JobDefinition, shard_for
 
 SCHEDULE_FIELDS = ("schedule_kind", "cron_expr", "run_at", "time_zone")
@@ -41,24 +41,30 @@ def adds_a_definition(job):
 
 
 @transaction.atomic
-def save_definition(job, actor, *, now=None, note=""):
+def save_definition(job, actor, *, now=None, note="", detail=None):
     """Validate and store `job` (new or changed). Raises ValidationError, storing nothing.
 
     A new or rescheduled job starts from its first occurrence after now: a
     schedule change never back-fills the past (use backfill for that).
     A new job, or a cancelled one made live again, counts against the
     tenant's max_definitions: jobs.quotas.QuotaExceeded stores nothing.
+    A `jitter_seconds` of None means its owner stated none: jobs.jitter
+    chooses it (a new job) or keeps it (an existing one). `detail` is added
+    to the audit entry's (schedules as code record their diff there).
     """
     now = now or timezone.now()
+    rescheduled = schedule_changed(job)
+    jitter.settle(job, rescheduled=rescheduled, now=now)
     job.full_clean()
     created = job.pk is None
     if adds_a_definition(job):
         quotas.check_definitions(job.tenant)
-    if schedule_changed(job):
+    if rescheduled:
         job.next_due_at = first_due(job, now) if job.status == JobDefinition.Status.ACTIVE else None
     job.shard = shard_for(job.tenant.name, job.name)
     if not created:
         job.version += 1
     job.save(validate=False)  # full_clean() ran above, before the schedule was computed
-    audit.record(actor, "create" if created else "update", job, detail={"version": job.version}, note=note)
+    detail = {"version": job.version, **(detail or {})}
+    audit.record(actor, "create" if created else "update", job, detail=detail, note=note)
     return job, created

@@ -59,6 +59,7 @@ def duetime_settings(app_configs, **kwargs):
             errors.append(Error(f"{name} must be a whole number (0 turns it off), not {value!r}.", id="duetime.E010"))
     errors.extend(_task_module_errors())
     errors.extend(_metrics_errors())
+    errors.extend(_default_jitter_errors())
     return errors
 
 
@@ -145,4 +146,19 @@ def _metrics_errors():
     queue = settings.DUETIME_CANARY_QUEUE
     if not isinstance(queue, str) or not re.match(QUEUE_RE, queue):
         errors.append(Error(f"DUETIME_CANARY_QUEUE must be a queue name, not {queue!r}.", id="duetime.E021"))
+    return errors
+
+
+def _default_jitter_errors():
+    """The default jitter (jobs/jitter.py) is a percentage of the interval and a cap a job's jitter may have."""
+    errors = []
+    for name, most in (("DUETIME_DEFAULT_JITTER_PERCENT", 100), ("DUETIME_DEFAULT_JITTER_MAX_SECONDS", 3600)):
+        value = getattr(settings, name, None)
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= most:
+            errors.append(
+                Error(
+                    f"{name} must be a whole number from 0 to {most} (0 turns the default off), not {value!r}.",
+                    id="duetime.E040",
+                )
+            )
     return errors

@@ -205,6 +205,10 @@ DUETIME_LOOKAHEAD_SECONDS = env.int("DUETIME_LOOKAHEAD_SECONDS", default=60)
 # owned again within this plus 1 s. The look-ahead must stay at least twice that (check duetime.E005).
 DUETIME_SHARD_LEASE_SECONDS = env.float("DUETIME_SHARD_LEASE_SECONDS", default=6.0)
 DUETIME_MISSED_RUN_CAP = env.int("DUETIME_MISSED_RUN_CAP", default=1000)
+# The jitter of a new job whose owner states none (jobs/jitter.py): this percentage of its schedule's
+# shortest interval, at most this many seconds (docs/schedules-as-code.md, Jitter by default). 0 turns it off.
+DUETIME_DEFAULT_JITTER_PERCENT = env.int("DUETIME_DEFAULT_JITTER_PERCENT", default=10)
+DUETIME_DEFAULT_JITTER_MAX_SECONDS = env.int("DUETIME_DEFAULT_JITTER_MAX_SECONDS", default=300)
 # How often a scheduler compares the tz database on disk with what each zone's runs were projected with
 # (runs/reproject.py, docs/timezone-changes.md).
 DUETIME_TZDATA_CHECK_SECONDS = env.int("DUETIME_TZDATA_CHECK_SECONDS", default=300)

@@ -22,12 +22,13 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 
-from jobs import audit, quotas
+from jobs import audit, jitter, quotas
 from jobs.admin.actions import JOB_ACTIONS, backfill_step
 from jobs.audit import actor_for_user
 from jobs.definitions import save_definition
 from jobs.models import QUEUE_RE, ApiToken, AuditEntry, JobDefinition, Tenant
 from jobs.quotas import QuotaExceeded
+from jobs.validation import MAX_JITTER_SECONDS
 from notify.models import Notification
 from runs import consumers
 from runs.models import TERMINAL_STATES, Run
@@ -88,9 +89,36 @@ class JobDefinitionForm(forms.ModelForm):
         help_texts = {
             "cron_expr": "Five fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * *' (02:00 daily) or '@hourly'.",
             "time_zone": "An IANA zone such as Europe/Berlin or America/New_York; the schedule is read in this zone.",
-            "jitter_seconds": "Spread starts: each job gets a fixed offset in [0, jitter) seconds. See the heatmap.",
             "status": "Changed only by the Pause, Resume and Cancel actions of the job list, which settle the job's runs too.",
         }
+
+    jitter_seconds = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_JITTER_SECONDS,
+        label="Jitter seconds",
+        help_text="Spread starts: each job gets a fixed offset in [0, jitter) seconds. Empty: Duetime chooses "
+        "(10 % of the schedule's shortest interval, at most 300 s; chosen again when the schedule changes); "
+        "0 opts out. See the heatmap.",
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        job = self.instance
+        if job.pk is not None:
+            self.fields["jitter_seconds"].help_text = (
+                f"Now: {jitter.describe(job)}. " + self.fields["jitter_seconds"].help_text
+            )
+            if job.jitter_is_default:
+                self.initial["jitter_seconds"] = None  # Duetime's choice: left empty, so saving keeps it Duetime's
+
+    def state_jitter(self, job):
+        """What the box says to jobs.jitter: empty, Duetime chooses; a number, the owner's."""
+        seconds = self.cleaned_data.get("jitter_seconds")
+        if seconds is None:
+            job.jitter_seconds, job.jitter_is_default = None, True
+        else:
+            job.jitter_seconds, job.jitter_is_default = seconds, False
 
     def clean(self):
         data = super().clean()
@@ -257,7 +285,9 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         )
 
     def save_model(self, request, obj, form, change):
+        form.state_jitter(obj)
         save_definition(obj, actor_for_user(request.user))
+        messages.info(request, f"Jitter of {obj.name}: {jitter.describe(obj)}.")
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         """The edit page, with a warning when nothing running would take the job's runs."""

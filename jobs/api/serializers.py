@@ -16,6 +16,7 @@ renamed to body paths by `body_errors`.
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from jobs import jitter
 from jobs.models import JobDefinition
 from scheduler_project.api.fields import AwareDateTimeField, Boolean, Integer, PayloadField, Text
 
@@ -66,7 +67,18 @@ class ScheduleSerializer(serializers.Serializer):
     )
     time_zone = Text(max_length=64, default="UTC", help_text="IANA zone, e.g. Europe/Berlin.")
     at = AwareDateTimeField(source="run_at", required=False, allow_null=True, default=None, help_text="Kind at only.")
-    jitter_seconds = Integer(min_value=0, max_value=3600, default=0)
+    jitter_seconds = Integer(
+        min_value=0,
+        max_value=3600,
+        allow_null=True,
+        default=None,
+        help_text="Omitted or null: Duetime chooses for a new job (10 % of the schedule's shortest interval, "
+        "at most 300 s) and an existing job keeps its own; 0 opts out. docs/schedules-as-code.md, Jitter by default.",
+    )
+    jitter_chosen_by = serializers.SerializerMethodField(help_text="duetime (the default) or owner (stated).")
+    jitter = serializers.SerializerMethodField(
+        help_text="The jitter in words: how long, who chose it, this job's offset."
+    )
     missed_run_policy = serializers.ChoiceField(
         JobDefinition.MissedRunPolicy.values, default=JobDefinition.MissedRunPolicy.RUN_ONCE
     )
@@ -76,6 +88,13 @@ class ScheduleSerializer(serializers.Serializer):
         data = super().to_representation(job)
         data["cron"] = job.cron_expr or None
         return data
+
+    @extend_schema_field({"type": "string", "enum": ["duetime", "owner"]})
+    def get_jitter_chosen_by(self, job):
+        return "duetime" if job.jitter_is_default else "owner"
+
+    def get_jitter(self, job) -> str:
+        return jitter.describe(job)
 
     def validate(self, attrs):
         attrs["cron_expr"] = attrs.get("cron_expr") or ""

@@ -13,7 +13,7 @@ from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from jobs import quotas
+from jobs import jitter, quotas
 from jobs.api.serializers import (
     BackfillResultSerializer,
     BackfillSerializer,
@@ -114,11 +114,16 @@ class JobView(TeamEndpoint):
             quotas.check_definitions(request.auth.tenant)
         if created:
             job = JobDefinition(tenant=request.auth.tenant, name=name)
+        # A jitter the body does not state is Duetime's to choose or keep (jobs.jitter), never a change.
+        stated_jitter = values.pop("jitter_seconds", None)
         changed = [field for field, value in values.items() if getattr(job, field) != value]
+        if stated_jitter is not None and stated_jitter != job.jitter_seconds:
+            changed.append("jitter_seconds")
         if not (created or revived or changed):
             return job, False
         for field, value in values.items():
             setattr(job, field, value)
+        jitter.state(job, stated_jitter)
         if revived:
             job.status = Status.ACTIVE
             job.next_due_at = first_due(job, timezone.now())

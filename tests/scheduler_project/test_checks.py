@@ -71,3 +71,11 @@ def test_it_refuses_a_metrics_port_out_of_range_and_a_canary_queue_that_is_no_qu
     assert ids(duetime_settings(None)) == ["duetime.E020", "duetime.E021"]
     settings.DUETIME_METRICS_PORT, settings.DUETIME_CANARY_QUEUE = 9300, "canary"
     assert ids(duetime_settings(None)) == []
+
+
+def test_it_refuses_a_default_jitter_out_of_range_and_accepts_zero_as_off(settings):
+    settings.DUETIME_DEFAULT_JITTER_PERCENT = 150
+    settings.DUETIME_DEFAULT_JITTER_MAX_SECONDS = 0
+    errors = duetime_settings(None)
+    assert ids(errors) == ["duetime.E040"]
+    assert "DUETIME_DEFAULT_JITTER_PERCENT" in errors[0].msg and "150" in errors[0].msg

@@ -44,6 +44,27 @@ def test_it_creates_a_job_through_the_one_validation_path(as_alice, acme):
     assert AuditEntry.objects.filter(action="create", object_id=str(job.pk), actor="user:alice").exists()
 
 
+def test_it_chooses_a_jitter_for_a_new_job_left_empty_and_says_what_it_chose(as_alice, acme):
+    added = as_alice.post(
+        reverse("admin:jobs_jobdefinition_add"),
+        job_form(acme, "reports.often", cron_expr="*/5 * * * *", jitter_seconds=""),
+        follow=True,
+    )
+    job = JobDefinition.objects.get(tenant=acme, name="reports.often")
+    assert (job.jitter_seconds, job.jitter_is_default) == (30, True)
+    assert "Jitter of reports.often: 30 s, chosen by Duetime" in added.content.decode()
+    # Its edit page leaves the box empty (Duetime's choice) and says what the jitter is now.
+    page = as_alice.get(reverse("admin:jobs_jobdefinition_change", args=[job.pk])).content.decode()
+    assert 'name="jitter_seconds"' in page and "Now: 30 s, chosen by Duetime" in page
+    stated = as_alice.post(
+        reverse("admin:jobs_jobdefinition_change", args=[job.pk]),
+        job_form(acme, "reports.often", cron_expr="*/5 * * * *", jitter_seconds="0"),
+    )
+    assert stated.status_code == 302
+    job.refresh_from_db()
+    assert (job.jitter_seconds, job.jitter_is_default) == (0, False)  # an explicit 0 opts out
+
+
 def test_it_turns_an_invalid_cron_or_zone_into_form_errors_that_say_how_to_fix_them(as_alice, acme):
     response = as_alice.post(
         reverse("admin:jobs_jobdefinition_add"),

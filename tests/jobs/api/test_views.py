@@ -23,7 +23,11 @@ def test_it_creates_a_job_with_documented_defaults(api, acme_team):
         "cron": "0 2 * * *",
         "time_zone": "Europe/Berlin",
         "at": None,
-        "jitter_seconds": 0,
+        # Duetime's default jitter: 10 % of a day, capped at 300 s (docs/schedules-as-code.md).
+        "jitter_seconds": 300,
+        "jitter_chosen_by": "duetime",
+        "jitter": "300 s, chosen by Duetime (10 % of the schedule's shortest interval, at most 300 s); "
+        "this job's runs start 36 s after their due time",
         "missed_run_policy": "run_once",
         "starting_deadline_seconds": None,
     }
@@ -306,3 +310,26 @@ def test_it_refuses_a_payload_that_carries_a_credential_through_every_door(api, 
     trigger = api.post("/v1/jobs/billing.export:trigger", token=acme_team, json=dsn)
     assert "seems to carry a password in a URL" in str(assert_problem(trigger, 400, "validation-error"))
     assert not Run.objects.exists()
+
+
+def test_it_chooses_a_jitter_for_a_new_job_and_keeps_it_across_identical_puts(api, acme_team):
+    every_five = nightly(schedule={"kind": "cron", "cron": "*/5 * * * *"})
+    first = api.put("/v1/jobs/billing.ping", token=acme_team, json=every_five)
+    again = api.put("/v1/jobs/billing.ping", token=acme_team, json=every_five)
+
+    assert first.json()["schedule"]["jitter_seconds"] == 30
+    assert first.json()["schedule"]["jitter_chosen_by"] == "duetime"
+    assert again.status_code == 200 and again.json()["version"] == 1  # nothing stated, nothing changed
+
+
+def test_it_opts_a_job_out_of_jitter_with_an_explicit_zero_and_keeps_it_when_omitted(api, acme_team):
+    opted_out = nightly(schedule={"kind": "cron", "cron": "*/5 * * * *", "jitter_seconds": 0})
+    created = api.put("/v1/jobs/billing.ping", token=acme_team, json=opted_out)
+    rescheduled = api.put(
+        "/v1/jobs/billing.ping", token=acme_team, json=nightly(schedule={"kind": "cron", "cron": "* * * * *"})
+    )
+
+    assert created.json()["schedule"]["jitter_seconds"] == 0
+    assert created.json()["schedule"]["jitter_chosen_by"] == "owner"
+    assert "jitter_seconds is 0" in created.json()["schedule"]["jitter"]
+    assert rescheduled.json()["schedule"]["jitter_seconds"] == 0  # the owner's word outlives a schedule change
