@@ -1,4 +1,4 @@
-"""Tenants, their API tokens, job definitions and the audit record.
+"""Tenants (and their paused queues), their API tokens, job definitions and the audit record.
 
 A JobDefinition is only ever stored through `jobs.validation.clean_definition`
 (called from `full_clean`), so the admin, the API and the management commands
@@ -37,11 +37,9 @@ class Tenant(models.Model):
     )
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="tenants")
     # A tenant pause (runs.controls.pause_tenant): claims lease none of its runs and materialisation
-    # creates none, until resumed; stored here so that it survives restarts. Changed only by the controls.
+    # creates none, until resumed; stored here so that it survives restarts. Changed only by the controls;
+    # one queue's pause is a QueuePause row.
     paused_at = models.DateTimeField(null=True, blank=True, editable=False, help_text="Every queue paused since.")
-    paused_queues = models.JSONField(
-        default=dict, blank=True, editable=False, help_text="Queues paused on their own: {queue: ISO instant since}."
-    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -51,18 +49,31 @@ class Tenant(models.Model):
         return self.name
 
     @property
-    def is_paused(self):
-        """True when the whole tenant or any of its queues is paused."""
-        return self.paused_at is not None or bool(self.paused_queues)
-
-    def pauses(self, queue):
-        """True when runs of `queue` are held: the whole tenant or that queue is paused."""
-        return self.paused_at is not None or queue in (self.paused_queues or {})
-
-    @property
     def task_prefixes(self):
         """The allowed module prefixes, one per non-blank line."""
         return [line.strip() for line in self.task_module_prefixes.splitlines() if line.strip()]
+
+
+class QueuePause(models.Model):
+    """One queue of a tenant paused on its own (runs.controls.pause_tenant with a queue): its runs wait.
+
+    The row is the pause, so it survives restarts; resuming deletes it. The
+    claim and materialisation queries probe the unique (tenant, queue) index.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="queue_pauses")
+    queue = models.CharField(max_length=64, validators=[RegexValidator(QUEUE_RE)])
+    paused_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["tenant", "queue"]
+        constraints = [
+            # runs/sql claim queries and runs.materialize._due: NOT EXISTS (tenant, queue) probes.
+            models.UniqueConstraint(fields=["tenant", "queue"], name="queuepause_unique_per_tenant"),
+        ]
+
+    def __str__(self):
+        return f"{self.tenant.name}/{self.queue}"
 
 
 class ApiToken(models.Model):
