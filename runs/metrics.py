@@ -46,7 +46,8 @@ RUNS_MATERIALIZED = Counter(
 )
 RUNS_SKIPPED = Counter(
     "duetime_runs_skipped",
-    "Occurrences recorded skipped: missed (missed-run policy, starting deadline), quota, overlap (forbid).",
+    "Occurrences recorded skipped: missed (missed-run policy, starting deadline), quota, window (maintenance "
+    "windows), overlap (forbid).",
     ["tenant", "cause"],
 )
 MATERIALIZE_LEAD = Histogram(
@@ -82,6 +83,11 @@ DEAD_LETTERS = Counter(
 SHARD_HANDOVERS = Counter(
     "duetime_shard_handovers", "Shards this scheduler took over or gave back.", ["direction"]
 )  # taken | released
+LEDGER_MISSING = Counter(
+    "duetime_ledger_missing_occurrences",
+    "Occurrences a computed ledger found without any record (no run, no skipped row): each one is a bug.",
+    ["tenant"],
+)
 SHARDS_HELD = Gauge("duetime_scheduler_shards_held", "Shards this scheduler process holds now.")
 TICK_SECONDS = Histogram(
     "duetime_scheduler_tick_step_seconds", "Duration of each step of a scheduler pass.", ["step"], buckets=STEP_BUCKETS
@@ -118,8 +124,14 @@ def materialized(job, due_times, skipped, now):
         for due in due_times:
             MATERIALIZE_LEAD.observe((due - now).total_seconds())
     for _first, _last, count, reason in skipped:
-        cause = "quota" if reason.startswith("quota") else "missed"
+        cause = "quota" if reason.startswith("quota") else "window" if reason.startswith("window") else "missed"
         RUNS_SKIPPED.labels(job.tenant.name, cause).inc(count)
+
+
+def ledger_missing(tenant_name, count):
+    """A ledger (runs/ledger.py) found `count` occurrences of a job of this tenant without any record."""
+    if count:
+        LEDGER_MISSING.labels(tenant_name).inc(count)
 
 
 def skipped_for_overlap(candidates, run_ids):

@@ -1,3 +1,3 @@
 """Portal pages of runs: importing the package registers them on the portal site."""
 
-from runs.admin import dashboards, runs  # noqa: F401
+from runs.admin import dashboards, ledger, runs  # noqa: F401

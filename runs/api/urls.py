@@ -2,7 +2,7 @@
 
 from django.urls import re_path
 
-from runs.api import views
+from runs.api import ledger, views
 from scheduler_project.api.endpoints import offload
 
 NAME = r"(?P<name>[^/:]+)"
@@ -11,6 +11,7 @@ RUN = r"(?P<run_id>[0-9]{1,18})"  # ids fit a bigint; anything else is an unknow
 urlpatterns = [
     re_path(rf"^jobs/{NAME}/runs$", views.JobRunsView.as_view(), name="api-job-runs"),
     re_path(rf"^jobs/{NAME}:trigger$", views.JobTriggerView.as_view(), name="api-job-trigger"),
+    re_path(rf"^jobs/{NAME}/ledger$", ledger.JobLedgerView.as_view(), name="api-job-ledger"),
     re_path(rf"^runs/{RUN}$", views.RunView.as_view(), name="api-run"),
     re_path(rf"^runs/{RUN}:cancel$", views.RunCancelView.as_view(), name="api-run-cancel"),
     re_path(r"^lease$", offload(views.LeaseView.as_view()), name="api-lease"),

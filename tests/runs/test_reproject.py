@@ -70,7 +70,7 @@ def test_it_moves_the_unclaimed_runs_and_next_due_of_a_changed_zone_and_audits_i
     [change] = result.changes
     assert (change.zone, change.after, change.jobs, change.cancelled, change.inserted, change.done) == (
         "Europe/Berlin",
-        "2026test (%s)" % zoneinfo.TZPATH[0],
+        f"2026test ({zoneinfo.TZPATH[0]})",
         1,
         1,
         1,

@@ -1,0 +1,122 @@
+"""The ledger of acme's hourly `reports.hourly`: every occurrence of the last hours and its fate.
+
+Times in UTC; the clock is pinned at NOW (09:00), the window is 04:00 to 11:00.
+"""
+
+import datetime as dt
+
+import pytest
+
+from jobs.models import AuditEntry, JobDefinition
+from runs import ledger, metrics
+from runs.models import Run
+from tests.conftest import NOW
+
+H = dt.timedelta(hours=1)
+
+
+def missing_counted(tenant="acme"):
+    return metrics.LEDGER_MISSING.labels(tenant)._value.get()
+
+
+@pytest.fixture
+def hourly(acme, make_job):
+    job = make_job(acme, "reports.hourly", cron_expr="0 * * * *", time_zone="Europe/Berlin")
+    JobDefinition.objects.filter(pk=job.pk).update(created_at=NOW - 10 * H, next_due_at=NOW + H)
+    job.refresh_from_db()
+    return job
+
+
+@pytest.fixture
+def history(hourly, make_run, make_attempt):
+    """04:00 ran late, 05:00 died, 06:00 cancelled by Alice, 07:00 skipped by a window, 08:00 deleted, 09:00 waits."""
+    ran = make_run(hourly, "succeeded", due_at=NOW - 5 * H, attempt=2)
+    make_attempt(ran, 1, late=dt.timedelta(seconds=3), outcome="failed")
+    make_attempt(ran, 2, late=dt.timedelta(seconds=40))
+    make_run(hourly, "dead", due_at=NOW - 4 * H, attempt=5, last_error="ValueError: no rows")
+    cancelled = make_run(hourly, "cancelled", due_at=NOW - 3 * H, reason="customer asked")
+    AuditEntry.objects.create(
+        tenant=hourly.tenant, actor="user:alice", action="cancel", object_type="runs.run", object_id=str(cancelled.pk)
+    )
+    make_run(hourly, "skipped", due_at=NOW - 2 * H, reason="window 'db upgrade' (skip)")
+    deleted = make_run(hourly, "succeeded", due_at=NOW - H)
+    Run.objects.filter(pk=deleted.pk).delete()  # behind Duetime's back
+    make_run(hourly, "scheduled", due_at=NOW)
+    return hourly
+
+
+def fates(page):
+    return [(e.at, e.fate) for e in page.entries]
+
+
+def test_it_gives_every_occurrence_its_fate_and_finds_the_one_deleted_behind_its_back(history):
+    before = missing_counted()
+    page = ledger.ledger(history, NOW - 5 * H, NOW + 2 * H, NOW)
+    assert fates(page) == [
+        (NOW - 5 * H, "ran"),
+        (NOW - 4 * H, "dead"),
+        (NOW - 3 * H, "cancelled"),
+        (NOW - 2 * H, "skipped"),
+        (NOW - H, "missing"),
+        (NOW, "waiting"),
+        (NOW + H, "not_yet_due"),
+    ]
+    ran, dead, cancelled, skipped, missing = page.entries[:5]
+    assert (ran.attempts, ran.lateness, ran.detail) == (2, dt.timedelta(seconds=3), "succeeded after 2 attempts")
+    assert dead.detail == "ValueError: no rows"
+    assert cancelled.cancelled_by == "user:alice" and cancelled.detail == "customer asked"
+    assert skipped.detail == "window 'db upgrade' (skip)"
+    assert missing.local.isoformat() == "2026-06-01T10:00:00+02:00"
+    assert page.missing == 1 and missing_counted() == before + 1
+
+
+def test_a_summary_row_stands_for_every_occurrence_it_covers(hourly, make_run):
+    make_run(hourly, "skipped", due_at=NOW - 3 * H, covers_until=NOW - H, reason="passed over while the job was paused")
+    page = ledger.ledger(hourly, NOW - 3 * H, NOW, NOW)
+    assert [e.fate for e in page.entries] == ["paused", "paused", "paused"]
+    assert page.missing == 0
+
+
+def test_it_pages_a_long_window_and_says_where_the_next_page_starts(history):
+    page = ledger.ledger(history, NOW - 5 * H, NOW + 2 * H, NOW, limit=3)
+    assert [e.at for e in page.entries] == [NOW - 5 * H, NOW - 4 * H, NOW - 3 * H]
+    assert page.next_start == NOW - 3 * H + dt.timedelta(microseconds=1)
+    rest = ledger.ledger(history, page.next_start, NOW + 2 * H, NOW, limit=3)
+    assert [e.at for e in rest.entries][0] == NOW - 2 * H
+
+
+def test_runs_of_an_earlier_schedule_are_listed_and_the_gap_before_the_edit_is_not_missing(hourly, make_run):
+    make_run(hourly, "succeeded", due_at=NOW - 4 * H + dt.timedelta(minutes=30))  # a :30 schedule, before an edit
+    AuditEntry.objects.filter().delete()
+    entry = AuditEntry.objects.create(
+        tenant=hourly.tenant,
+        actor="user:alice",
+        action="update",
+        object_type="jobs.jobdefinition",
+        object_id=str(hourly.pk),
+    )
+    AuditEntry.objects.filter(pk=entry.pk).update(at=NOW - 2 * H - dt.timedelta(minutes=15))
+    make_run(hourly, "succeeded", due_at=NOW - H)
+    page = ledger.ledger(hourly, NOW - 4 * H, NOW, NOW)
+    assert fates(page) == [
+        (NOW - 4 * H, "before_schedule"),
+        (NOW - 4 * H + dt.timedelta(minutes=30), "earlier_schedule"),
+        (NOW - 3 * H, "before_schedule"),
+        (NOW - 2 * H, "missing"),  # after the edit: the current schedule held
+        (NOW - H, "ran"),
+    ]
+    assert any("earlier schedule" in a for a in page.assumptions)
+
+
+def test_occurrences_of_a_paused_job_after_its_pause_wait_for_the_resume(hourly):
+    JobDefinition.objects.filter(pk=hourly.pk).update(status="paused", next_due_at=NOW - 2 * H)
+    hourly.refresh_from_db()
+    page = ledger.ledger(hourly, NOW - 2 * H, NOW + H, NOW)
+    assert [e.fate for e in page.entries] == ["paused", "paused", "paused"]
+
+
+def test_it_refuses_a_window_backwards_or_a_page_too_long(hourly):
+    with pytest.raises(ValueError):
+        ledger.ledger(hourly, NOW, NOW - H, NOW)
+    with pytest.raises(ValueError):
+        ledger.ledger(hourly, NOW - H, NOW, NOW, limit=ledger.MAX_LIMIT + 1)
