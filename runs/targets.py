@@ -20,7 +20,6 @@ import ipaddress
 import json
 import os
 import socket
-import threading
 import traceback
 import urllib.parse
 
@@ -43,6 +42,25 @@ class LeaseLost(Exception):
     """Raised by `context.heartbeat()` when the lease was taken away: stop working."""
 
 
+class Flag:
+    """A flag one thread sets and others read (`lease_lost`): threading.Event's set/is_set/clear without
+    its lock and condition, built for every attempt; nothing waits on it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value = False
+
+    def set(self):
+        self.value = True
+
+    def clear(self):
+        self.value = False
+
+    def is_set(self):
+        return self.value
+
+
 @dataclasses.dataclass
 class Attempt:
     """What the worker knows of one leased attempt, and its line back to the lease."""
@@ -55,7 +73,7 @@ class Attempt:
     payload: object
     due_at: dt.datetime
     _heartbeat: object = None  # callable() -> bool (False: lease lost)
-    _lost: threading.Event = dataclasses.field(default_factory=threading.Event)
+    _lost: Flag = dataclasses.field(default_factory=Flag)  # or the process pool's children.SharedFlag
 
     @property
     def lease_lost(self):

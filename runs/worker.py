@@ -23,7 +23,6 @@ import queue
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
@@ -39,6 +38,56 @@ CLAIM_WAIT_SECONDS = 0.02  # longest a free slot waits for others to free up bef
 POOL_THREADS = "threads"
 POOL_PROCESSES = "processes"
 POOLS = (POOL_THREADS, POOL_PROCESSES)
+
+
+class SlotThreads:
+    """The `threads` pool: up to `size` threads, each running one attempt at a time.
+
+    Leaner than concurrent.futures' executor, which builds a Future (a lock
+    and a condition) per task that nothing here reads: a submit is one queue
+    put. A thread is started when a submit finds none idle, up to `size`.
+    `shutdown` drops what no thread took yet (its lease is released by the
+    worker or expires) and lets the running ones finish on their own.
+    """
+
+    def __init__(self, size):
+        self.size = size
+        self.tasks = queue.SimpleQueue()
+        self.threads = []
+        self.busy = 0  # submitted and not finished: never more threads than that are needed
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def submit(self, fn, *args):
+        with self.lock:
+            self.busy += 1
+            if self.busy > len(self.threads) and len(self.threads) < self.size:
+                thread = threading.Thread(target=self._serve, name=f"duetime-run_{len(self.threads)}", daemon=True)
+                self.threads.append(thread)
+                thread.start()
+        self.tasks.put((fn, args))
+
+    def shutdown(self):
+        self.closed = True
+        for _ in self.threads:
+            self.tasks.put(None)
+
+    def join(self, seconds):
+        """Wait up to `seconds` for every thread to end (after shutdown; tests)."""
+        deadline = time.monotonic() + seconds
+        for thread in self.threads:
+            thread.join(max(0, deadline - time.monotonic()))
+
+    def _serve(self):
+        while True:
+            task = self.tasks.get()
+            if task is None or self.closed:
+                connection.close()  # this thread's own, if a handler or a heartbeat opened one
+                return
+            fn, args = task
+            fn(*args)  # the worker's _execute never raises
+            with self.lock:
+                self.busy -= 1
 
 
 @dataclasses.dataclass
@@ -82,7 +131,7 @@ class Worker:
         self.finished = queue.SimpleQueue()  # (run_id, targets.Outcome) from pool threads or the child pool
         # Children are forked before this process starts its own threads.
         self.children = children.ChildPool(concurrency, self._finished) if pool == POOL_PROCESSES else None
-        self.pool = None if self.children else ThreadPoolExecutor(concurrency, thread_name_prefix="duetime-run")
+        self.pool = None if self.children else SlotThreads(concurrency)
         self.wakeup = threading.Event()
         self.claiming = True
         self._free_since = None  # time.monotonic() since when a slot is free and unclaimed
@@ -285,7 +334,7 @@ class Worker:
         if self.children:
             self.children.shutdown()
         else:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool.shutdown()
         return released
 
     def _on_database(self, step, *args):
