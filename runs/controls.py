@@ -1,6 +1,7 @@
 """Operator controls on definitions and runs: pause, resume, delete, trigger,
 cancel, replay, discard; one job at a time (the API) or thousands at once
-(the portal's actions: 10,000 rows in a few seconds).
+(the portal's actions: 10,000 rows in a few seconds); and the pause and
+resume of a whole tenant, or of one of its queues.
 
 Each control is written once, set-based: a few statements per batch in one
 transaction, the same compare-and-sets on the same expected states whatever
@@ -14,14 +15,17 @@ Backfill lives in runs/backfill.py.
 """
 
 import datetime as dt
+import re
 import uuid
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from jobs import audit
 from jobs.definitions import first_due
-from jobs.models import AuditEntry, JobDefinition
+from jobs.models import AuditEntry, JobDefinition, QueuePause, Tenant
+from jobs.validation import QUEUE_RE
 from runs import transitions
 from runs.enqueue import build_runs, insert_runs, skipped_rows
 from runs.materialize import missed_summary, upcoming
@@ -82,15 +86,103 @@ def reactivate(job, now):
     (none if nothing was). An `at` job keeps its instant: if it passed while
     paused, the missed-run policy decides.
     """
+    skipped = catch_up(job, now, "passed over while the job was paused")
+    job.status = Status.ACTIVE
+    return skipped
+
+
+def catch_up(job, now, reason):
+    """Move a held cron `job` (unsaved) on to its next occurrence after now.
+
+    Returns the one skipped row, saying `reason`, for the occurrences it
+    passed over while held (none if it passed none). An `at` job keeps its
+    instant. A job's resume and a tenant's both use it.
+    """
     skipped = []
     if job.schedule_kind == JobDefinition.ScheduleKind.CRON:
         if job.next_due_at and job.next_due_at < now:
             missed, _ = upcoming(job, job.next_due_at - dt.timedelta(microseconds=1), now)
             if missed:
-                skipped = skipped_rows(job, [missed_summary(missed, "passed over while the job was paused")], now)
+                skipped = skipped_rows(job, [missed_summary(missed, reason)], now)
         job.next_due_at = first_due(job, now)
-    job.status = Status.ACTIVE
     return skipped
+
+
+def pause_tenant(tenant, *, actor, queue=None, note="", now=None):
+    """Hold every run of `tenant`, or of one of its queues, until resumed. False if it was already held so.
+
+    No claim leases a held run (runs/sql: lock_ready_tenants, claim_candidates)
+    and no occurrence of a held job is materialised (runs.materialize._due);
+    runs already leased run to the end. The pause locks the tenant row, which
+    each claim of the tenant holds while it claims: once this returns, no
+    claim leases the held runs. Stored on the tenant (`paused_at`, or a
+    QueuePause row), so it survives restarts.
+    """
+    now = now or timezone.now()
+    check_queue(queue)
+    with transaction.atomic():
+        held = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        if queue is None:
+            changed = Tenant.objects.filter(pk=held.pk, paused_at__isnull=True).update(paused_at=now)
+        else:
+            changed = QueuePause.objects.get_or_create(tenant=held, queue=queue, defaults={"paused_at": now})[1]
+        if changed:
+            audit.record(actor, "pause", held, tenant=held, detail={"queue": queue}, note=note)
+    tenant.refresh_from_db()
+    return bool(changed)
+
+
+def resume_tenant(tenant, *, actor, queue=None, note="", now=None):
+    """Release a tenant's pause, or one queue's. Returns the jobs caught up, or None if it was not held so.
+
+    Each active job the pause held, and that nothing holds any more, starts
+    again from its next occurrence after now; what it passed over while held
+    is recorded as one skipped run saying so (`catch_up`), as a job's resume
+    does. Runs scheduled before the pause become claimable again at once.
+    """
+    now = now or timezone.now()
+    check_queue(queue)
+    with transaction.atomic():
+        held = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        if queue is None:
+            released = Tenant.objects.filter(pk=held.pk, paused_at__isnull=False).update(paused_at=None)
+            jobs = JobDefinition.objects.filter(tenant=held).exclude(queue__in=held.queue_pauses.values("queue"))
+        else:
+            released = QueuePause.objects.filter(tenant=held, queue=queue).delete()[0]
+            jobs = JobDefinition.objects.filter(tenant=held, queue=queue) if held.paused_at is None else None
+        if not released:
+            return None
+        caught_up = _catch_up_held(jobs, now, _held_reason(queue)) if jobs is not None else []
+        passed_over = sum(1 for job in caught_up if getattr(job, "passed_over", None))
+        detail = {"queue": queue, "jobs_caught_up": len(caught_up), "jobs_that_passed_over_runs": passed_over}
+        audit.record(actor, "resume", held, tenant=held, detail=detail, note=note)
+    tenant.refresh_from_db()
+    return caught_up
+
+
+def _catch_up_held(jobs, now, reason):
+    """`catch_up` for the active jobs of `jobs` whose next occurrence passed while they were held, in one write each way."""
+    locked = _locked(jobs.filter(next_due_at__lt=now), status=Status.ACTIVE)
+    skipped = []
+    for job in locked:
+        rows = catch_up(job, now, reason)
+        job.passed_over = bool(rows)
+        skipped += rows
+    insert_runs(skipped)
+    JobDefinition.objects.bulk_update(locked, ["next_due_at"], batch_size=1000)
+    return locked
+
+
+def _held_reason(queue):
+    return "passed over while the tenant was paused" if queue is None else f"passed over while queue {queue} was paused"
+
+
+def check_queue(queue):
+    """None (every queue) or a queue name; anything else raises ValidationError naming the field."""
+    if queue is not None and not (isinstance(queue, str) and re.fullmatch(QUEUE_RE, queue)):
+        raise ValidationError(
+            {"queue": f"{queue!r} is not a queue name: use 1-64 lowercase letters, digits, '.', '_' or '-'"}
+        )
 
 
 def delete(job, *, actor, note="", now=None):

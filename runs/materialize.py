@@ -40,13 +40,13 @@ import time
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, Exists, OuterRef
 from django.utils import timezone
 
 from calendars import blackouts
 from calendars.models import Window
 from jobs import cron, quotas
-from jobs.models import JobDefinition, Tenant
+from jobs.models import JobDefinition, QueuePause, Tenant
 from runs import metrics
 from runs import shards as shard_leases
 from runs.enqueue import build_runs, insert_runs, skipped_rows
@@ -200,8 +200,15 @@ def due_definitions(now, shards=None, lookahead=None, limit=500):
 
 
 def _due(horizon, shards=None):
+    # A paused tenant's jobs, and a paused queue's, wait where they are (runs.controls.pause_tenant): their
+    # next_due_at stays, and the resume records what they passed over (runs.controls.catch_up).
+    held_queue = QueuePause.objects.filter(tenant=OuterRef("tenant"), queue=OuterRef("queue"))
     jobs = JobDefinition.objects.filter(
-        status=JobDefinition.Status.ACTIVE, next_due_at__isnull=False, next_due_at__lte=horizon
+        ~Exists(held_queue),
+        status=JobDefinition.Status.ACTIVE,
+        next_due_at__isnull=False,
+        next_due_at__lte=horizon,
+        tenant__paused_at__isnull=True,
     )
     if shards is not None:
         jobs = jobs.filter(shard__in=list(shards))

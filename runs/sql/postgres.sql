@@ -21,6 +21,11 @@ SELECT set_config('lock_timeout', %(lock_timeout)s, true),
 -- (tenant, queue, priority) of those, whatever the backlog. SKIP LOCKED: a
 -- tenant whose row another claim holds is served by that claim; waiting for
 -- it would stall this claimer behind one that may be frozen.
+-- A paused tenant (paused_at) is passed over, and so is a queue it paused on
+-- its own (a jobs_queuepause row, probed by its unique index): runs.controls
+-- pauses by locking the tenant row, so a pause waits for the claims that
+-- hold the row, and a claim that waited for a pause re-checks the filter on
+-- the row as it is then: once a pause commits, no claim leases those runs.
 WITH RECURSIVE with_work(id) AS (
     (SELECT r.tenant_id FROM runs_run r
      WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id >= coalesce(%(tenant)s::bigint, 0)
@@ -36,6 +41,7 @@ SELECT t.id
 FROM with_work w
 JOIN jobs_tenant t ON t.id = w.id
 WHERE (%(tenant)s::bigint IS NULL OR t.id = %(tenant)s::bigint)
+  AND t.paused_at IS NULL
   AND EXISTS (
     SELECT 1
     FROM unnest(%(queues)s::text[]) AS q(name)
@@ -47,6 +53,7 @@ WHERE (%(tenant)s::bigint IS NULL OR t.id = %(tenant)s::bigint)
         AND r.available_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
       LIMIT 1
     ) AS due
+    WHERE NOT EXISTS (SELECT 1 FROM jobs_queuepause qp WHERE qp.tenant_id = t.id AND qp.queue = q.name)
   )
 ORDER BY t.id
 FOR NO KEY UPDATE OF t SKIP LOCKED;
@@ -73,6 +80,7 @@ SELECT t.id
 FROM with_work w
 JOIN jobs_tenant t ON t.id = w.id
 WHERE (%(tenant)s::bigint IS NULL OR t.id = %(tenant)s::bigint)
+  AND t.paused_at IS NULL
   AND EXISTS (
     SELECT 1
     FROM unnest(%(queues)s::text[]) AS q(name)
@@ -84,6 +92,7 @@ WHERE (%(tenant)s::bigint IS NULL OR t.id = %(tenant)s::bigint)
         AND r.available_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
       LIMIT 1
     ) AS due
+    WHERE NOT EXISTS (SELECT 1 FROM jobs_queuepause qp WHERE qp.tenant_id = t.id AND qp.queue = q.name)
   )
 ORDER BY t.id
 FOR NO KEY UPDATE OF t;
@@ -96,7 +105,9 @@ FOR NO KEY UPDATE OF t;
 -- SKIP LOCKED passes over runs that a cancel or the reaper holds. Returns each
 -- candidate with its tenant's free room and, only for jobs with a limit or an
 -- overlap policy, the count of the job's leased runs. `kinds` (NULL: all)
--- leaves the runs of other target kinds to their own consumers.
+-- leaves the runs of other target kinds to their own consumers. A queue the
+-- tenant paused (a jobs_queuepause row) is left out before its probes run;
+-- lock_ready_tenants already left out tenants paused as a whole.
 WITH candidates AS (
     SELECT c.*
     FROM unnest(%(tenants)s::bigint[]) AS t(id)
@@ -117,6 +128,7 @@ WITH candidates AS (
         LIMIT %(per_tenant)s
         FOR UPDATE OF r SKIP LOCKED
     ) c
+    WHERE NOT EXISTS (SELECT 1 FROM jobs_queuepause qp WHERE qp.tenant_id = t.id AND qp.queue = q.name)
 ),
 rooms AS MATERIALIZED (
     SELECT t.id AS tenant_id,

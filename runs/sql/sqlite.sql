@@ -16,7 +16,8 @@
 -- on the wanted queues, in id order. Nothing to lock: the IMMEDIATE
 -- transaction already serialises claims. `with_work` walks run_claimable
 -- from one tenant with claimable runs to the next (one index seek each), so
--- tenants without work are never read.
+-- tenants without work are never read. A paused tenant (paused_at) is
+-- passed over, and so is a queue it paused on its own (a jobs_queuepause row).
 WITH RECURSIVE with_work(id) AS (
     SELECT min(r.tenant_id) FROM runs_run r
     WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id >= coalesce(%(tenant)s, 0)
@@ -30,10 +31,12 @@ SELECT t.id
 FROM with_work w
 JOIN jobs_tenant t ON t.id = w.id
 WHERE (%(tenant)s IS NULL OR t.id = %(tenant)s)
+  AND t.paused_at IS NULL
   AND EXISTS (
     SELECT 1 FROM runs_run r
     WHERE r.tenant_id = t.id
       AND r.queue IN (SELECT value FROM json_each(%(queues)s))
+      AND r.queue NOT IN (SELECT qp.queue FROM jobs_queuepause qp WHERE qp.tenant_id = t.id)
       AND r.state IN ('scheduled', 'retry_wait')
       AND r.available_at <= %(now)s
   )
@@ -55,10 +58,12 @@ SELECT t.id
 FROM with_work w
 JOIN jobs_tenant t ON t.id = w.id
 WHERE (%(tenant)s IS NULL OR t.id = %(tenant)s)
+  AND t.paused_at IS NULL
   AND EXISTS (
     SELECT 1 FROM runs_run r
     WHERE r.tenant_id = t.id
       AND r.queue IN (SELECT value FROM json_each(%(queues)s))
+      AND r.queue NOT IN (SELECT qp.queue FROM jobs_queuepause qp WHERE qp.tenant_id = t.id)
       AND r.state IN ('scheduled', 'retry_wait')
       AND r.available_at <= %(now)s
   )
@@ -69,6 +74,7 @@ ORDER BY t.id;
 -- queue, priority) of active jobs, oldest first, with the tenant's free room
 -- and, for jobs with a limit or an overlap policy, the count of their leased runs.
 -- `kinds` (NULL: all) leaves the runs of other target kinds to their own consumers.
+-- Runs of a queue the tenant paused (a jobs_queuepause row) are left out.
 SELECT c.id, c.tenant_id, c.job_id, c.priority, c.origin, c.available_at, c.concurrency, c.overlap_policy,
        CASE WHEN c.concurrency IS NOT NULL OR c.overlap_policy <> 'allow'
             THEN (SELECT count(*) FROM runs_run l WHERE l.tenant_id = c.tenant_id AND l.job_id = c.job_id AND l.state = 'leased')
@@ -85,6 +91,7 @@ FROM (
       AND r.available_at <= %(now)s
       AND r.queue IN (SELECT value FROM json_each(%(queues)s))
       AND r.tenant_id IN (SELECT value FROM json_each(%(tenants)s))
+      AND NOT EXISTS (SELECT 1 FROM jobs_queuepause qp WHERE qp.tenant_id = r.tenant_id AND qp.queue = r.queue)
 ) c
 WHERE c.turn <= %(per_tenant)s;
 

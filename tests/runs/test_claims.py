@@ -207,3 +207,29 @@ def test_it_never_reads_tenants_without_claimable_runs(acme, globex, make_job, m
     make_run(make_job(globex, "later"), due_at=NOW + dt.timedelta(hours=1))  # work, but not due yet
     assert claims.lock_ready_tenants({"queues": ["default"], "tenant": None, "kinds": None, "now": NOW}) == [acme.pk]
     assert idle
+
+
+def test_it_leases_nothing_of_a_paused_tenant_and_serves_the_others(acme, globex, make_job, make_run):
+    fill(make_run, make_job(acme, "acme.job", overlap_policy="allow"), 5)
+    fill(make_run, make_job(globex, "globex.job", overlap_policy="allow"), 5, start=100)
+    Tenant.objects.filter(pk=acme.pk).update(paused_at=T0)
+
+    leases = claims.claim(["default"], 20, "w", now=NOW)
+    own = claims.claim(["default"], 20, "w", tenant_id=acme.pk, now=NOW)  # a worker token of acme
+
+    assert by(leases, "tenant_id") == {globex.pk: 5}
+    assert own == []
+
+
+def test_it_leases_nothing_of_a_paused_queue_and_serves_the_tenants_other_queues(acme, make_job, make_run):
+    from jobs.models import QueuePause
+
+    fill(make_run, make_job(acme, "acme.reports", queue="reports", overlap_policy="allow"), 5)
+    fill(make_run, make_job(acme, "acme.default", overlap_policy="allow"), 5, start=100)
+    QueuePause.objects.create(tenant=acme, queue="reports", paused_at=T0)
+
+    leases = claims.claim(["default", "reports"], 20, "w", now=NOW)
+    only_reports = claims.claim(["reports"], 20, "w", now=NOW)
+
+    assert by(leases, "queue") == {"default": 5}
+    assert only_reports == []

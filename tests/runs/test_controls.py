@@ -11,7 +11,7 @@ import pytest
 from dlq.models import DeadLetter
 from jobs.models import AuditEntry, JobDefinition, Tenant
 from jobs.quotas import QuotaExceeded
-from runs import controls, materialize
+from runs import claims, controls, materialize
 from runs.enqueue import Quota
 from runs.models import Run
 from tests.conftest import NOW
@@ -156,3 +156,66 @@ def test_it_counts_the_portals_triggers_against_the_enqueue_rate(acme, make_job)
     with pytest.raises(QuotaExceeded) as refused:
         controls.trigger_many(JobDefinition.objects.all(), actor="user:alice", now=NOW, quota=Quota.ENQUEUE)
     assert refused.value.quota == "enqueue_rate_per_minute"
+
+
+def test_it_pauses_a_tenant_once_so_nothing_is_materialised_or_claimed_and_audits_it(acme, every_minute, make_run):
+    waiting = make_run(every_minute, due_at=NOW)
+    assert controls.pause_tenant(acme, actor="user:alice", note="database upgrade", now=NOW)
+    assert not controls.pause_tenant(acme, actor="user:alice", now=NOW), "already paused"
+
+    assert acme.paused_at == NOW
+    assert materialize.materialize(NOW + minutes(30), lookahead=60).jobs == 0
+    assert claims.claim(["default"], 10, "w", now=NOW + minutes(30)) == []
+    Run.objects.get(pk=waiting.pk, state="scheduled")  # it waits, unclaimed, until the resume
+    entry = AuditEntry.objects.get(action="pause", object_type="jobs.tenant")
+    assert (entry.object_id, entry.note, entry.detail) == (str(acme.pk), "database upgrade", {"queue": None})
+
+
+def test_it_resumes_a_tenant_recording_what_each_job_passed_over_like_a_job_resume(acme, every_minute):
+    controls.pause_tenant(acme, actor="user:alice", now=NOW)
+    materialize.materialize(NOW + minutes(30), lookahead=60)
+
+    caught_up = controls.resume_tenant(
+        acme, actor="user:alice", note="upgraded", now=NOW + minutes(30) + dt.timedelta(seconds=5)
+    )
+
+    assert [job.pk for job in caught_up] == [every_minute.pk]
+    (summary,) = skipped(every_minute)
+    assert summary.reason.startswith("passed over while the tenant was paused: 31 occurrences")
+    every_minute.refresh_from_db()
+    assert every_minute.next_due_at == NOW + minutes(31)
+    assert acme.paused_at is None
+    entry = AuditEntry.objects.get(action="resume", object_type="jobs.tenant")
+    assert entry.detail == {"queue": None, "jobs_caught_up": 1, "jobs_that_passed_over_runs": 1}
+    assert controls.resume_tenant(acme, actor="user:alice", now=NOW + minutes(31)) is None, "not paused any more"
+
+
+def test_it_pauses_one_queue_of_a_tenant_and_leaves_its_other_queues_and_paused_jobs_alone(acme, make_job):
+    from jobs.models import QueuePause
+
+    reports = make_job(acme, "reports.hourly", cron_expr="* * * * *", queue="reports", next_due_at=NOW)
+    other = make_job(acme, "billing.ping", cron_expr="* * * * *", next_due_at=NOW)
+    paused = make_job(acme, "reports.paused", cron_expr="* * * * *", queue="reports", next_due_at=NOW, status="paused")
+    assert controls.pause_tenant(acme, actor="user:alice", queue="reports", now=NOW)
+
+    materialize.materialize(NOW + minutes(10), lookahead=60)
+    caught_up = controls.resume_tenant(acme, actor="user:alice", queue="reports", now=NOW + minutes(10))
+
+    assert Run.objects.filter(job=other).exists() and not Run.objects.filter(job=reports, state="scheduled").exists()
+    assert [job.pk for job in caught_up] == [reports.pk]  # the job paused on its own waits for its own resume
+    assert "passed over while queue reports was paused" in skipped(reports)[0].reason
+    assert not skipped(paused) and not QueuePause.objects.exists()
+
+
+def test_it_keeps_a_queue_held_while_its_tenant_is_paused_and_refuses_a_bad_queue_name(acme, make_job):
+    from django.core.exceptions import ValidationError
+
+    reports = make_job(acme, "reports.hourly", cron_expr="* * * * *", queue="reports", next_due_at=NOW)
+    controls.pause_tenant(acme, actor="user:alice", now=NOW)
+    controls.pause_tenant(acme, actor="user:alice", queue="reports", now=NOW)
+
+    assert controls.resume_tenant(acme, actor="user:alice", queue="reports", now=NOW + minutes(5)) == []
+    assert controls.resume_tenant(acme, actor="user:alice", now=NOW + minutes(5)) == [reports]
+    with pytest.raises(ValidationError) as refused:
+        controls.pause_tenant(acme, actor="user:alice", queue="Not A Queue")
+    assert "queue" in refused.value.message_dict
