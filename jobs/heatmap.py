@@ -34,19 +34,29 @@ class Heatmap:
         return totals
 
 
-def heatmap(jobs, now):
-    """Starts in the 24 hours from the hour of `now`, per minute (UTC). `jobs`: active cron jobs."""
+def heatmap(jobs, now, *, held=None):
+    """Starts in the 24 hours from the hour of `now`, per minute (UTC). `jobs`: active cron jobs.
+
+    `held(job, instants) -> instants`: where the job's maintenance windows put
+    these starts (a skipped one left out, a held one at its window's end), for
+    the jobs it knows windows of (`held.jobs`, a set of pks); the portal's page
+    passes calendars' rules, which this module does not import.
+    """
     start = now.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
     counts = [0] * MINUTES
     groups = defaultdict(list)
+    windowed = getattr(held, "jobs", set()) if held else set()
     for job in jobs:
-        groups[(job.cron_expr, job.time_zone)].append(job)
+        # A job with windows of its own (or its tenant's) is counted alone: its starts are its own.
+        groups[(job.cron_expr, job.time_zone, job.pk if job.pk in windowed else None)].append(job)
     herd = defaultdict(set)
-    for (expr, zone), members in groups.items():
+    for (expr, zone, alone), members in groups.items():
         try:
             minutes = _starts(expr, zone, start)
         except (cron.CronError, cron.ZoneError):
             continue
+        if alone is not None:
+            minutes = _moved(members[0], minutes, start, held)
         offsets = Counter()
         for job in members:
             offsets[cron.stable_jitter(job.tenant.name, job.name, job.jitter_seconds) // 60] += 1
@@ -58,6 +68,15 @@ def heatmap(jobs, now):
             if unjittered:
                 herd[base % 60].update(unjittered)
     return Heatmap(start, counts, {m: len(ids) for m, ids in herd.items()})
+
+
+def _moved(job, minutes, start, held):
+    instants = held(job, [start + dt.timedelta(minutes=m) for m in minutes])
+    return sorted(
+        int((t - start) / dt.timedelta(minutes=1))
+        for t in instants
+        if start <= t < start + dt.timedelta(minutes=MINUTES)
+    )
 
 
 def _starts(expr, zone, start):

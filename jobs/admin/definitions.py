@@ -278,9 +278,10 @@ class JobDefinitionAdmin(TenantScopedAdmin):
             format_html(' <a href="{}">Job page: history and why the last run failed</a>', overview) if overview else ""
         )
         return format_html(
-            '<div id="schedule-preview" data-url="{}" aria-live="polite" aria-atomic="true">'
+            '<div id="schedule-preview" data-url="{}" data-job="{}" aria-live="polite" aria-atomic="true">'
             '<p class="help">Type a cron expression and a time zone to see the next runs here.</p></div>{}',
             url,
+            job.pk or "",
             link,
         )
 

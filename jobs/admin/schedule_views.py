@@ -2,6 +2,9 @@
 
 Both are pages of the portal site (registered below with `site.register_view`),
 so they need a portal login; the heatmap shows one of the user's tenants only.
+Both show maintenance windows (calendars/, docs/windows.md): the preview says
+which upcoming runs a window skips or holds, the heatmap counts starts where
+the windows put them and shades the minutes inside the tenant's windows.
 """
 
 import datetime as dt
@@ -9,10 +12,13 @@ import datetime as dt
 from django.http import JsonResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
+from calendars import blackouts
+from calendars.models import Window
 from jobs import cron
-from jobs.heatmap import advice, heatmap
+from jobs.heatmap import MINUTES, advice, heatmap
 from jobs.models import JobDefinition
 from scheduler_project.admin import scoping
 from scheduler_project.admin.site import site
@@ -20,8 +26,8 @@ from scheduler_project.admin.site import site
 MAX_PREVIEW = 20
 
 
-def preview_data(expr, zone, now, count=8):
-    """The next `count` runs of `expr` in `zone` with DST notes, or the error saying how to fix it."""
+def preview_data(expr, zone, now, count=8, windows=()):
+    """The next `count` runs of `expr` in `zone` with DST notes and what `windows` do to them, or the error."""
     try:
         zone_info = cron.get_zone(zone)
     except cron.ZoneError as exc:
@@ -43,10 +49,34 @@ def preview_data(expr, zone, now, count=8):
                 "utc_text": f"{o.at_utc:%a %Y-%m-%d %H:%M} UTC",
                 "local_text": f"{o.local:%a %Y-%m-%d %H:%M %Z}",
                 "note": o.note,
+                "window": window_note(windows, o.at_utc),
             }
             for o in occurrences
         ],
     }
+
+
+def window_note(windows, instant):
+    """What the maintenance windows do to a run at `instant`, in words ("" when none holds it)."""
+    span = blackouts.span_at(windows, instant) if windows else None
+    if span is None:
+        return ""
+    if span.policy == "skip":
+        return f"skipped: window {span.label}"
+    return f"held by window {span.label} until {span.end:%Y-%m-%d %H:%M} UTC ({span.policy})"
+
+
+def _preview_windows(request):
+    """The windows that would hold the job being edited (?job=) or a new job of ?tenant= (its tenant-wide ones)."""
+    job_id, tenant_id = request.GET.get("job", ""), request.GET.get("tenant", "")
+    if job_id.isdigit():
+        job = scoping.scope(JobDefinition.objects.all(), request.user).filter(pk=int(job_id)).first()
+        return Window.objects.by_job([job])[job.pk] if job else []
+    if tenant_id.isdigit() and scoping.can_see_tenant(request.user, int(tenant_id)):
+        return list(
+            Window.objects.filter(tenant_id=int(tenant_id), job__isnull=True, enabled=True).select_related("calendar")
+        )
+    return []
 
 
 @site.register_view("schedule-preview/", name="portal_schedule_preview")
@@ -62,7 +92,7 @@ def preview(request):
         return JsonResponse(
             {"ok": False, "field": "cron_expr", "error": "Enter a cron expression, e.g. 0 2 * * * for 02:00 every day."}
         )
-    return JsonResponse(preview_data(expr, zone, timezone.now(), count))
+    return JsonResponse(preview_data(expr, zone, timezone.now(), count, _preview_windows(request)))
 
 
 @site.register_view("dashboard/heatmap/", name="portal_heatmap")
@@ -76,13 +106,15 @@ def heatmap_page(request):
                 :5000
             ]
         )
-    hm = heatmap(jobs, now)
+    windows = Window.objects.by_job(jobs) if jobs else {}
+    hm = heatmap(jobs, now, held=_Held(windows))
+    blocked = _blocked(tenant, hm.start)
     top = max(hm.counts) if jobs else 0
     rows = []
     for hour, counts in enumerate(hm.grid()):
         at = hm.start + dt.timedelta(hours=hour)
         # 1,440 cells: joined here, as the template engine would take a tenth of a second.
-        cells = "".join(f'<td class="heat-{_level(n, top)}">{n or ""}</td>' for n in counts)
+        cells = "".join(_cell(n, top, blocked.get(hour * 60 + m)) for m, n in enumerate(counts))
         rows.append({"label": f"{at:%H}:00", "cells": mark_safe(cells)})
     context = {
         **site.each_context(request),
@@ -95,8 +127,43 @@ def heatmap_page(request):
         "advice": advice(hm),
         "start": hm.start,
         "job_count": len(jobs),
+        "tenant_windows": sorted(set(blocked.values())),
     }
     return TemplateResponse(request, "portal/heatmap.html", context)
+
+
+class _Held:
+    """heatmap's `held`: a job's starts where its windows put them (jitter is added by the heatmap)."""
+
+    def __init__(self, windows):
+        self.windows = windows
+        self.jobs = {pk for pk, found in windows.items() if found}
+
+    def __call__(self, job, instants):
+        walk = blackouts.Walk(job.cron_expr, job.time_zone)
+        held = blackouts.hold(instants, walk, self.windows[job.pk], 1000)
+        return sorted([*held.free, *(available for available, _ in held.held.values())])
+
+
+def _blocked(tenant, start):
+    """{minute index: window name} of the 24 hours from `start` inside the tenant's tenant-wide windows."""
+    if tenant is None:
+        return {}
+    end = start + dt.timedelta(minutes=MINUTES)
+    found = {}
+    for window in Window.objects.filter(tenant=tenant, job__isnull=True, enabled=True).select_related("calendar"):
+        for b in blackouts.intervals(window, start, end):
+            first = max(0, int((b.start - start) / dt.timedelta(minutes=1)))
+            last = min(MINUTES, -int(-(b.end - start) / dt.timedelta(minutes=1)))
+            for minute in range(first, last):
+                found.setdefault(minute, b.name)
+    return found
+
+
+def _cell(n, top, window):
+    if window is None:
+        return f'<td class="heat-{_level(n, top)}">{n or ""}</td>'
+    return f'<td class="heat-{_level(n, top)} heat-window" title="{escape(window)}">{n or ""}</td>'
 
 
 def _level(n, top):

@@ -232,3 +232,36 @@ def test_it_keeps_a_team_member_out_of_another_tenants_job(visit, acme_team):
     assert bob.page.goto(f"{bob.base}/admin/dashboard/?tenant=acme").status == 404
     page = bob.go("/admin/runs/run/")
     assert "acme" not in page.inner_text("#changelist")
+
+
+def test_it_adds_a_maintenance_window_and_the_preview_and_ledger_show_it(visit, acme_team):
+    acme, _ = acme_team
+    nightly = job(acme, "billing.nightly", cron_expr="0 2 * * *", time_zone="UTC")
+    alice = visit("alice", "alice-pass-123")
+    page = alice.go("/admin/calendars/window/add/")
+    page.get_by_label("Tenant").select_option(label="acme")
+    page.locator("#id_job").select_option(label="billing.nightly")
+    page.get_by_label("Name").fill("db upgrade")
+    page.get_by_label("Resume policy").select_option("run_once")
+    page.get_by_label("Cron expr").fill("0 1 * * *")
+    page.get_by_label("Duration seconds").fill("7200")
+    page.locator("#id_kind").select_option("recurring")
+    alice.shot("window-form")
+    page.get_by_role("button", name="Save and continue editing").click()
+    page.get_by_text("was added successfully").wait_for()
+    intervals = page.get_by_test_id("window-intervals")
+    assert "db upgrade" in intervals.inner_text()  # its next windows, 01:00 to 03:00 UTC
+    alice.shot("window-saved")
+
+    page = alice.go(f"/admin/jobs/jobdefinition/{nightly.pk}/change/")
+    preview = page.locator("#schedule-preview")
+    preview.get_by_text("held by window 'db upgrade'").first.wait_for()
+    alice.shot("preview-held-by-window")
+    assert "(run_once)" in preview.inner_text()
+
+    page = alice.go(f"/admin/dashboard/jobs/{nightly.pk}/")
+    page.get_by_test_id("ledger-link").click()
+    page.get_by_test_id("ledger").wait_for()
+    alice.shot("ledger")
+    assert "none missing" in page.get_by_test_id("ledger-summary").inner_text()
+    assert not page.evaluate(OVERFLOW)

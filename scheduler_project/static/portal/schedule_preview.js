@@ -25,14 +25,17 @@
       var table = el("table", undefined, "portal-preview-table");
       table.appendChild(el("caption", "Next " + data.occurrences.length + " runs"));
       var head = el("tr");
-      [data.zone, "UTC", "DST note"].forEach(function (h) { var th = el("th", h); th.scope = "col"; head.appendChild(th); });
+      [data.zone, "UTC", "DST note, maintenance window"].forEach(function (h) { var th = el("th", h); th.scope = "col"; head.appendChild(th); });
       var thead = el("thead"); thead.appendChild(head); table.appendChild(thead);
       var body = el("tbody");
       data.occurrences.forEach(function (o) {
         var tr = el("tr");
         tr.appendChild(el("td", o.local_text));
         tr.appendChild(el("td", o.utc_text));
-        tr.appendChild(el("td", o.note ? "⚠ " + o.note : ""));
+        var notes = (o.note ? "⚠ " + o.note : "") + (o.window ? (o.note ? " · " : "") + "‖ " + o.window : "");
+        var cell = el("td", notes);
+        if (o.window) { cell.className = "portal-window-note"; }
+        tr.appendChild(cell);
         body.appendChild(tr);
       });
       table.appendChild(body);
@@ -42,6 +45,10 @@
     function update() {
       var mine = ++serial;
       var url = box.getAttribute("data-url") + "?cron_expr=" + encodeURIComponent(expr.value) + "&time_zone=" + encodeURIComponent(zone.value) + "&count=8";
+      // The windows that would hold it: the job's own and its tenant's (a new job: the chosen tenant's).
+      var tenant = document.getElementById("id_tenant");
+      if (box.getAttribute("data-job")) { url += "&job=" + encodeURIComponent(box.getAttribute("data-job")); }
+      else if (tenant && tenant.value) { url += "&tenant=" + encodeURIComponent(tenant.value); }
       fetch(url, { credentials: "same-origin" })
         .then(function (r) { return r.json(); })
         .then(function (data) { if (mine === serial) { render(data); } })

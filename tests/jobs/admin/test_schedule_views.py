@@ -85,3 +85,37 @@ def test_it_counts_wildcard_starts_exactly_as_cron_occurrences_does_dst_days_inc
             if t < end
         ]
         assert _starts(expr, zone, day) == expected, expr
+
+
+def test_the_preview_says_which_runs_a_window_skips_or_holds(as_alice, acme, make_job):
+    from calendars.models import Window
+
+    job = make_job(acme, "billing.nightly", cron_expr="0 2 * * *")
+    Window.objects.create(
+        tenant=acme,
+        job=job,
+        name="db upgrade",
+        kind="recurring",
+        cron_expr="0 1 * * *",
+        duration_seconds=2 * 3600,
+        resume_policy="run_once",
+    )
+    data = as_alice.get(PREVIEW, {"cron_expr": "0 2 * * *", "time_zone": "UTC", "count": 2, "job": job.pk}).json()
+    assert all(o["window"].startswith("held by window 'db upgrade' until") for o in data["occurrences"])
+    theirs = as_alice.get(PREVIEW, {"cron_expr": "0 2 * * *", "time_zone": "UTC", "count": 1}).json()
+    assert theirs["occurrences"][0]["window"] == ""
+
+
+def test_the_heatmap_leaves_out_starts_a_tenant_window_skips_and_shades_its_minutes(as_alice, acme, make_job):
+    from calendars.models import Window
+
+    make_job(acme, "ping", cron_expr="* * * * *")
+    Window.objects.create(
+        tenant=acme, name="nightly freeze", kind="recurring", cron_expr="0 * * * *", duration_seconds=600
+    )
+    page = as_alice.get(reverse("admin:portal_heatmap")).content
+    text = page.decode()
+    assert 'heat-window" title="nightly freeze"' in text
+    assert "nightly freeze" in text.split('data-testid="heatmap-windows"')[1].split("</p>")[0]
+    by_minute = as_alice.get(reverse("admin:portal_heatmap")).context["by_minute"]
+    assert by_minute[:10] == [0] * 10 and by_minute[10] == 24  # :00 to :09 held by the freeze every hour
