@@ -50,7 +50,7 @@ class WindowAdmin(TenantScopedAdmin):
     list_select_related = ["tenant", "job", "calendar"]
     readonly_fields = ["next_intervals", "held_jobs", "created_at", "updated_at"]
     fieldsets = [
-        (None, {"fields": ["tenant", "job", "name", "enabled", "resume_policy", "note"]}),
+        (None, {"fields": ["tenant", "job", "name", "kind", "enabled", "resume_policy", "note"]}),
         ("One-off", {"fields": ["starts_at", "ends_at"], "description": "Kind one-off: from the start to the end."}),
         (
             "Recurring",
@@ -61,7 +61,7 @@ class WindowAdmin(TenantScopedAdmin):
             },
         ),
         ("Business days", {"fields": ["calendar"], "description": "Kind calendar: the calendar's days off."}),
-        ("What it does", {"fields": ["kind", "next_intervals", "held_jobs", "created_at", "updated_at"]}),
+        ("What it does", {"fields": ["next_intervals", "held_jobs", "created_at", "updated_at"]}),
     ]
 
     def has_add_permission(self, request):

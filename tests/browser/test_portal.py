@@ -252,6 +252,9 @@ def test_it_adds_a_maintenance_window_and_the_preview_and_ledger_show_it(visit, 
     intervals = page.get_by_test_id("window-intervals")
     assert "db upgrade" in intervals.inner_text()  # its next windows, 01:00 to 03:00 UTC
     alice.shot("window-saved")
+    assert not page.evaluate(OVERFLOW)
+    for listing in ("/admin/calendars/window/", "/admin/calendars/calendar/add/"):
+        assert not alice.go(listing).evaluate(OVERFLOW), listing
 
     page = alice.go(f"/admin/jobs/jobdefinition/{nightly.pk}/change/")
     preview = page.locator("#schedule-preview")
