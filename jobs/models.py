@@ -44,6 +44,10 @@ class Tenant(models.Model):
 
     class Meta:
         ordering = ["name"]
+        indexes = [
+            # scheduler_project.admin.scoping.paused_tenants: the portal's banner on every page.
+            models.Index(fields=["paused_at"], name="tenant_paused", condition=Q(paused_at__isnull=False)),
+        ]
 
     def __str__(self):
         return self.name
@@ -61,7 +65,8 @@ class QueuePause(models.Model):
     claim and materialisation queries probe the unique (tenant, queue) index.
     """
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="queue_pauses")
+    # No index of its own: the unique (tenant, queue) one starts with the tenant.
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="queue_pauses", db_index=False)
     queue = models.CharField(max_length=64, validators=[RegexValidator(QUEUE_RE)])
     paused_at = models.DateTimeField()
 
