@@ -182,41 +182,41 @@ def observe_all(child, values):
     total.inc(sum(values))
 
 
-def completed(completions, moved):
-    """complete_runs finished `moved` ({run id: new state}) of `completions`; the rest were stale."""
+def completed(completions, rows):
+    """complete_runs moved `rows` (transitions.MovedRun) of `completions`; the rest were stale."""
+    moved = {row.run_id for row in rows}
     outcomes = Tally(c.outcome for c in completions if c.run_id in moved)
     for outcome, n in outcomes.items():
         RUNS_COMPLETED.labels(outcome).inc(n)
     if len(moved) < len(completions):
         COMPLETIONS_REFUSED.inc(len(completions) - len(moved))
-    _retried_or_dead(moved, "failed")
+    _retried_or_dead(rows, "failed")
 
 
 def heartbeat_refused():
     HEARTBEATS_REFUSED.inc()
 
 
-def expired(moved):
-    """The reaper moved these runs ({run id: new state}) out of an expired lease."""
-    if not moved:
+def expired(rows):
+    """The reaper moved these runs (transitions.MovedRun) out of an expired lease."""
+    if not rows:
         return
-    rows = Run.objects.filter(pk__in=list(moved)).values_list("tenant_id", "queue")
-    by_label = Tally(rows)
+    by_label = Tally((row.tenant_id, row.queue) for row in rows)
     names = tenant_names({tenant_id for tenant_id, _ in by_label})
     for (tenant_id, queue), n in by_label.items():
         LEASE_EXPIRIES.labels(names[tenant_id], queue).inc(n)
-    _retried_or_dead(moved, "lease_expired")
+    _retried_or_dead(rows, "lease_expired")
 
 
-def _retried_or_dead(moved, cause):
-    states = Tally(moved.values())
-    if states["retry_wait"]:
-        RETRIES.labels(cause).inc(states["retry_wait"])
-    dead = [run_id for run_id, state in moved.items() if state == "dead"]
+def _retried_or_dead(rows, cause):
+    """Retries and dead letters among `rows`, labelled from the rows themselves (no query)."""
+    retried = sum(1 for row in rows if row.state == "retry_wait")
+    if retried:
+        RETRIES.labels(cause).inc(retried)
+    dead = Tally((row.tenant_id, row.queue, row.priority) for row in rows if row.state == "dead")
     if dead:
-        rows = Tally(Run.objects.filter(pk__in=dead).values_list("tenant_id", "queue", "priority"))
-        names = tenant_names({row[0] for row in rows})
-        for (tenant_id, queue, priority), n in rows.items():
+        names = tenant_names({tenant_id for tenant_id, _, _ in dead})
+        for (tenant_id, queue, priority), n in dead.items():
             DEAD_LETTERS.labels(names[tenant_id], queue, _priority(priority)).inc(n)
 
 

@@ -12,6 +12,7 @@ its (from, to) pair once per statement. A move not in the table raises
 `IllegalMove`.
 """
 
+import collections
 import dataclasses
 import datetime as dt
 import json
@@ -24,7 +25,7 @@ from django.utils import timezone
 from dlq.models import DeadLetter
 from jobs import secrets
 from jobs.models import JobDefinition
-from runs import metrics, sql
+from runs import metrics, move_log, sql
 from runs.models import CLAIMABLE_STATES, Attempt, Run
 
 S = Run.State
@@ -80,7 +81,19 @@ def _move(runs, source, target, **values):
     """
     sources = (source,) if isinstance(source, str) else tuple(source)
     _check([(s, target) for s in sources])
-    return runs.filter(state__in=sources).update(state=target, **values)
+    runs = runs.filter(state__in=sources)
+    if not move_log.enabled():
+        return runs.update(state=target, **values)
+    # The move log names each run moved: lock them, move exactly those, log them once committed.
+    with transaction.atomic(savepoint=False):
+        rows = move_log.locked_rows(runs)
+        ids = [row[0] for row in rows]
+        moved = sum(
+            Run.objects.filter(pk__in=ids[i : i + 5000]).update(state=target, **values)
+            for i in range(0, len(ids), 5000)
+        )
+        move_log.moved(rows, target)
+    return moved
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +129,16 @@ class Lease:
         return cls(*values)
 
 
+# A row that complete_runs and expire_leases RETURN for each run they moved (outcome: expire_leases only),
+# read by the metrics and the move log without another query.
+MovedRun = collections.namedtuple(
+    "MovedRun",
+    "run_id state available_at job_id tenant_id attempt fencing_token idempotency_key worker_id queue priority "
+    "job_name outcome",
+    defaults=(None,),
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class Completion:
     run_id: int
@@ -145,7 +168,9 @@ def lease_runs(run_ids, worker_id, lease_seconds, *, now=None):
     and a lease of `lease_seconds` capped by the job's timeout.
     """
     rows = sql.execute("lease_runs", {"ids": list(run_ids), "worker": worker_id, "now": now, "lease": lease_seconds})
-    return [Lease.from_row(row) for row in rows]
+    leases = [Lease.from_row(row) for row in rows]
+    move_log.leased(leases, worker_id)
+    return leases
 
 
 def heartbeat(run_id, fencing_token, lease_seconds, *, now=None):
@@ -153,6 +178,7 @@ def heartbeat(run_id, fencing_token, lease_seconds, *, now=None):
     rows = sql.execute("heartbeat", {"id": run_id, "token": fencing_token, "lease": lease_seconds, "now": now})
     if not rows:
         metrics.heartbeat_refused()
+        move_log.refused("heartbeat_refused", {run_id: (fencing_token, {})})
         raise StaleLease(f"run {run_id}: fencing token {fencing_token} is not the current lease")
     return sql.aware(rows[0][0])
 
@@ -168,6 +194,7 @@ def start_attempt(run_id, fencing_token, worker_id, lease_seconds, *, dispatched
     params = {"id": run_id, "token": fencing_token, "worker": worker_id, "dispatched_by": dispatched_by}
     rows = sql.execute("start_attempt", {**params, "lease": lease_seconds, "now": now})
     if not rows:
+        move_log.refused("start_refused", {run_id: (fencing_token, {})}, worker=worker_id)
         raise StaleLease(f"run {run_id}: fencing token {fencing_token} is not a lease waiting for its executor")
     return sql.aware(rows[0][0])
 
@@ -209,9 +236,10 @@ def complete_runs(completions, *, now=None):
         "results": [None if c.return_value is None else json.dumps(c.return_value) for c in completions],
         "now": now,
     }
-    moved = {row[0]: row[1] for row in sql.execute("complete_runs", params)}
-    metrics.completed(completions, moved)
-    return moved
+    rows = [MovedRun(*row) for row in sql.execute("complete_runs", params)]
+    metrics.completed(completions, rows)
+    move_log.completed(completions, rows)
+    return {row.run_id: row.state for row in rows}
 
 
 def reap(*, now=None, limit=1000):
@@ -227,9 +255,10 @@ def reap(*, now=None, limit=1000):
 @moves((S.LEASED, S.RETRY_WAIT), (S.LEASED, S.DEAD))
 def expire_leases(*, now=None, limit=1000):
     """The expire_leases query: at most `limit` expired leases; returns {run_id: new state}."""
-    moved = {row[0]: row[1] for row in sql.execute("expire_leases", {"now": now, "n": limit})}
-    metrics.expired(moved)
-    return moved
+    rows = [MovedRun(*row) for row in sql.execute("expire_leases", {"now": now, "n": limit})]
+    metrics.expired(rows)
+    move_log.expired(rows)
+    return {row.run_id: row.state for row in rows}
 
 
 @moves((S.LEASED, S.SCHEDULED), (S.LEASED, S.RETRY_WAIT))

@@ -3,9 +3,12 @@
 import importlib.util
 import math
 import re
+from pathlib import Path
 
 from django.conf import settings
 from django.core.checks import Error, register
+
+from scheduler_project.json_logs import DESTINATIONS
 
 MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 POSITIVE_KNOBS = (
@@ -60,6 +63,7 @@ def duetime_settings(app_configs, **kwargs):
     errors.extend(_task_module_errors())
     errors.extend(_metrics_errors())
     errors.extend(_default_jitter_errors())
+    errors.extend(_move_log_errors())
     return errors
 
 
@@ -162,3 +166,20 @@ def _default_jitter_errors():
                 )
             )
     return errors
+
+
+def _move_log_errors():
+    """DUETIME_MOVE_LOG is stderr, stdout, off, or an absolute path in a directory that exists."""
+    value = settings.DUETIME_MOVE_LOG
+    if isinstance(value, str) and value in DESTINATIONS:
+        return []
+    path = Path(value) if isinstance(value, str) and value else None
+    if path is not None and path.is_absolute() and path.parent.is_dir() and not path.is_dir():
+        return []
+    return [
+        Error(
+            f"DUETIME_MOVE_LOG must be stderr, stdout, off or the absolute path of a file, not {value!r}.",
+            hint="A file's directory must exist; the file is created and appended to (reopened after logrotate).",
+            id="duetime.E030",
+        )
+    ]

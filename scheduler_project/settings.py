@@ -10,6 +10,8 @@ from pathlib import Path
 
 import environ
 
+from scheduler_project import json_logs
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -152,15 +154,34 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
+# The log of state moves (runs/move_log.py): one JSON line per move and per refused stale completion,
+# heartbeat or take-over, to stderr (default), stdout, a file (an absolute path), or off.
+DUETIME_MOVE_LOG = env.str("DUETIME_MOVE_LOG", default="stderr")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json_lines": {"()": "scheduler_project.json_logs.JsonLines"},
+    },
     # Credentials in a message or traceback (a handler's error, a URL with a password) are redacted.
     "filters": {"redact_secrets": {"()": "jobs.secrets.RedactingFilter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_secrets"]}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_secrets"]},
+        # Only identifiers, no free text (errors stay on the attempt rows): nothing to redact.
+        "moves": json_logs.handler(DUETIME_MOVE_LOG),
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # Off: above INFO, so the engine does not even build the lines (runs.move_log.enabled).
+        "duetime.moves": {
+            "handlers": ["moves"],
+            "level": "WARNING" if DUETIME_MOVE_LOG == "off" else "INFO",
+            "propagate": False,
+        },
+    },
 }
 
 REST_FRAMEWORK = {

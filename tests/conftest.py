@@ -13,6 +13,7 @@ from django.db import connection
 from django.utils import timezone
 
 from jobs.models import JobDefinition, Tenant, shard_for
+from runs import metrics
 from runs.models import Run
 
 # Fixtures of the API (a live server, bearer tokens) and the portal (logged-in actors).
@@ -50,6 +51,13 @@ class Clock:
 def fresh_cache():
     """The API throttles count in the cache (scheduler_project/api/throttles.py): no test inherits another's counts."""
     cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def fresh_tenant_names():
+    """Tenant names are cached per process by id (runs.metrics.tenant_names, read by the metrics and the move
+    log): a test database hands one id to acme in one test and to globex in the next."""
+    metrics._tenant_names.clear()
 
 
 @pytest.fixture

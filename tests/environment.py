@@ -21,3 +21,6 @@ os.environ.setdefault(
 os.environ.setdefault("DUETIME_TASKS_TENANT", "initech")
 # No canary jobs unless a test asks (tests/runs/test_canary.py): they would add runs to every real scheduler.
 os.environ.setdefault("DUETIME_CANARY", "0")
+# No move log (runs/move_log.py) unless a test asks: tests/runs/test_move_log.py captures it, and a test
+# process or a real worker that moves thousands of runs would print a line for each.
+os.environ.setdefault("DUETIME_MOVE_LOG", "off")

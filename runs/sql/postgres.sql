@@ -195,6 +195,8 @@ RETURNING lease_expires_at;
 -- statement. The input drives the join, so each run is one primary-key
 -- lookup (never a scan of the leased range). Backoff before retry n is full jitter:
 -- uniform(0, min(retry_max, retry_base * 2^(n-1))).
+-- Each moved run comes back with its job, tenant, attempt, token, key and holder: the
+-- metrics and the move log (runs/move_log.py) read those rows, never the runs again.
 WITH input AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(outcomes)s::text[],
                          %(errors)s::text[], %(retryable)s::boolean[], %(results)s::text[])
@@ -202,7 +204,7 @@ WITH input AS (
 ),
 held AS (
     SELECT r.id, r.attempt, r.max_attempts, r.fencing_token, r.worker_id, r.available_at, r.started_at,
-           r.job_id, r.tenant_id, i.outcome, i.error, i.result,
+           r.job_id, r.tenant_id, i.outcome, i.error, i.result, j.name AS job_name,
            CASE WHEN i.outcome = 'succeeded' THEN 'succeeded'
                 WHEN i.retryable AND r.attempt < r.max_attempts THEN 'retry_wait'
                 ELSE 'dead' END AS next_state,
@@ -231,7 +233,8 @@ moved AS (
         last_error = h.error
     FROM held h
     WHERE r.id = h.id
-    RETURNING r.id, r.state, r.available_at
+    RETURNING r.id, r.state, r.available_at, r.job_id, r.tenant_id, r.attempt, r.fencing_token, r.idempotency_key,
+              r.worker_id, r.queue, r.priority, h.job_name
 ),
 attempts AS (
     INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error,
@@ -246,7 +249,9 @@ dead AS (
     FROM held h
     WHERE h.next_state = 'dead'
 )
-SELECT id, state, available_at FROM moved;
+SELECT id, state, available_at, job_id, tenant_id, attempt, fencing_token, idempotency_key, worker_id, queue, priority,
+       job_name
+FROM moved;
 
 -- name: expire_leases
 -- transitions.expire_leases (reap, the scheduler's step): leases past their expiry, at most %(n)s per pass, oldest
@@ -254,9 +259,11 @@ SELECT id, state, available_at FROM moved;
 -- that completion. A run whose lease reached its start + timeout timed out;
 -- otherwise its worker vanished (lease_expired). Either way: retry_wait with
 -- backoff while attempts are left, else dead with a dead letter.
+-- Each moved run comes back with its job, tenant, attempt, token, key and holder: the
+-- metrics and the move log (runs/move_log.py) read those rows, never the runs again.
 WITH held AS (
     SELECT r.id, r.attempt, r.max_attempts, r.fencing_token, r.worker_id, r.available_at, r.started_at,
-           r.job_id, r.tenant_id,
+           r.job_id, r.tenant_id, j.name AS job_name,
            CASE WHEN r.lease_expires_at >= r.started_at + make_interval(secs => r.timeout_seconds)
                 THEN 'timed_out' ELSE 'lease_expired' END AS outcome,
            CASE WHEN r.attempt < r.max_attempts THEN 'retry_wait' ELSE 'dead' END AS next_state,
@@ -280,7 +287,8 @@ moved AS (
                           ELSE 'lease expired: worker ' || h.worker_id || ' stopped heartbeating' END
     FROM held h
     WHERE r.id = h.id
-    RETURNING r.id, r.state
+    RETURNING r.id, r.state, r.available_at, r.job_id, r.tenant_id, r.attempt, r.fencing_token, r.idempotency_key,
+              r.worker_id, r.queue, r.priority, h.job_name, h.outcome
 ),
 attempts AS (
     INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error)
@@ -297,7 +305,9 @@ dead AS (
     FROM held h
     WHERE h.next_state = 'dead'
 )
-SELECT id, state FROM moved;
+SELECT id, state, available_at, job_id, tenant_id, attempt, fencing_token, idempotency_key, worker_id, queue, priority,
+       job_name, outcome
+FROM moved;
 
 -- name: next_fencing_tokens
 -- shards.next_fencing_tokens: %(n)s fresh values of the global fencing

@@ -135,6 +135,8 @@ RETURNING lease_expires_at;
 -- text, or NULL) and dead letters are written from
 -- it before the runs move (the move changes what `held` selects). Backoff
 -- before retry n is full jitter: uniform(0, min(retry_max, retry_base * 2^(n-1))).
+-- Each moved run comes back with its job, tenant, attempt, token, key and holder: the
+-- metrics and the move log (runs/move_log.py) read those rows, never the runs again.
 WITH input AS (
     SELECT i.value AS id, %(tokens)s ->> i.key AS token, %(outcomes)s ->> i.key AS outcome,
            %(errors)s ->> i.key AS error, %(retryable)s ->> i.key AS retryable, %(results)s ->> i.key AS result
@@ -182,7 +184,8 @@ SET state = h.next_state,
     last_error = h.error
 FROM held h
 WHERE runs_run.id = h.id
-RETURNING id, state, available_at;
+RETURNING id, state, available_at, job_id, tenant_id, attempt, fencing_token, idempotency_key, worker_id, queue,
+          priority, (SELECT name FROM jobs_jobdefinition WHERE id = job_id);
 
 -- name: expire_leases
 -- transitions.expire_leases (reap, the scheduler's step): leases past their
@@ -190,6 +193,8 @@ RETURNING id, state, available_at;
 -- below picks the same runs). A run whose lease reached its start + timeout
 -- timed out; otherwise its worker vanished (lease_expired). Either way:
 -- retry_wait with backoff while attempts are left, else dead with a dead letter.
+-- Each moved run comes back with its job, tenant, attempt, token, key and holder: the
+-- metrics and the move log (runs/move_log.py) read those rows, never the runs again.
 WITH held AS (
     SELECT r.* FROM runs_run r
     WHERE r.state = 'leased' AND r.lease_expires_at < %(now)s
@@ -243,7 +248,10 @@ SET state = h.next_state,
                       ELSE 'lease expired: worker ' || h.worker_id || ' stopped heartbeating' END
 FROM held h
 WHERE runs_run.id = h.id
-RETURNING id, state;
+-- RETURNING sees only this table (and its new values): the outcome is read back from last_error.
+RETURNING id, state, available_at, job_id, tenant_id, attempt, fencing_token, idempotency_key, worker_id, queue,
+          priority, (SELECT name FROM jobs_jobdefinition WHERE id = job_id),
+          CASE WHEN last_error LIKE 'timed out:%%' THEN 'timed_out' ELSE 'lease_expired' END;
 
 -- name: next_fencing_tokens
 -- shards.next_fencing_tokens: reserve %(n)s values of the fencing counter and

@@ -2,6 +2,7 @@
 runs flow (canaries included), and stopping every scheduler shows the dead-man state in the portal and the
 web's metrics."""
 
+import json
 import socket
 import urllib.request
 
@@ -48,7 +49,7 @@ def test_the_engine_processes_serve_metrics_that_move_as_runs_flow(acme, make_jo
     scheduler_port, worker_port = str(free_port()), str(free_port())
     with Processes() as fleet:
         scheduler = fleet.start("scheduler", "run_scheduler", "--metrics-port", scheduler_port, DUETIME_CANARY=1)
-        fleet.start("worker", "run_worker", "--metrics-port", worker_port)
+        fleet.start("worker", "run_worker", "--metrics-port", worker_port, DUETIME_MOVE_LOG="stderr")
 
         def worker_saw_both():
             samples = scrape(worker_port)
@@ -81,3 +82,12 @@ def test_the_engine_processes_serve_metrics_that_move_as_runs_flow(acme, make_jo
         assert value(web, "duetime_scheduler_nodes_alive") == 0
         page = as_alice.get("/admin/dashboard/?tenant=acme")
         assert "No scheduler has materialised for" in page.content.decode()
+
+    # The worker's move log: a JSON line for each lease and completion of acme's runs, among its other output.
+    _code, output = fleet.outputs["worker"]
+    moves = [json.loads(line) for line in output.splitlines() if line.startswith('{"ts":')]
+    # (A heartbeat racing its run's completion may be refused too: the run's lease had just ended.)
+    acme_moves = [m for m in moves if m["tenant"] == "acme" and m["event"] in ("leased", "completed")]
+    assert sorted((m["event"], m["attempt"]) for m in acme_moves) == [("completed", 1)] * 2 + [("leased", 1)] * 2
+    assert {m["job"] for m in acme_moves} == {"billing.close"}
+    assert len({(m["run"], m["fencing_token"], m["idempotency_key"]) for m in acme_moves}) == 2
