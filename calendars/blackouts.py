@@ -89,17 +89,17 @@ def intervals(window, start, end):
 
 def _recurring(window, start, end):
     length = dt.timedelta(seconds=window.duration_seconds)
-    found, cursor = [], start - length
+    found, cursor, size = [], start - length, 2  # a probe of one instant needs one or two starts: ask few first
     while len(found) < MAX_INTERVALS:
-        batch = cron.occurrences(window.cron_expr, window.time_zone, cursor, 64)
+        batch = cron.occurrences(window.cron_expr, window.time_zone, cursor, size)
         for begin in batch:
             if begin >= end:
                 return found
             if begin + length > start:
                 found.append(Blackout(begin, begin + length, window.name, window.resume_policy, window.pk))
-        if len(batch) < 64:
+        if len(batch) < size:
             return found
-        cursor = batch[-1]
+        cursor, size = batch[-1], min(size * 4, 256)
     return found
 
 
@@ -203,7 +203,22 @@ def compiled(calendar):
 
 def covering(windows, instant):
     """The blackout intervals of `windows` that hold `instant`."""
-    return [b for w in windows for b in intervals(w, instant, instant + US) if b.start <= instant < b.end]
+    return [b for w in windows for b in _at(w, instant)]
+
+
+MEMO_SIZE = 4096
+
+
+def _at(window, instant):
+    """The intervals of `window` holding `instant`, remembered on the window: a pass asks it for many jobs
+    (a tenant-wide window, and every job due at :00) about the same few instants."""
+    memo = window.__dict__.setdefault("_duetime_at", {})
+    found = memo.get(instant)
+    if found is None:
+        if len(memo) >= MEMO_SIZE:
+            memo.clear()
+        found = memo[instant] = [b for b in intervals(window, instant, instant + US) if b.start <= instant < b.end]
+    return found
 
 
 def span_at(windows, instant):
@@ -277,13 +292,13 @@ def _inside(walk, first, end, known, cap):
     found = [t for t in known if t < end]
     if found and found[-1] != known[-1]:  # `known` reaches past the end: nothing to fetch
         return found[-cap:], len(found), found[-1]
-    cursor = found[-1] if found else first - US
+    cursor, size = (found[-1] if found else first - US), 4  # most windows hold a few occurrences: ask few first
     while len(found) < WALK_LIMIT:
-        batch = walk.after(cursor, 256)
+        batch = walk.after(cursor, size)
         found += [t for t in batch if t < end]
-        if len(batch) < 256 or batch[-1] >= end:
+        if len(batch) < size or batch[-1] >= end:
             return found[-cap:], len(found), found[-1]
-        cursor = batch[-1]
+        cursor, size = batch[-1], min(size * 4, 256)
     latest = _latest(walk, found[-1], end, cap)
     return latest, None, latest[-1]
 
