@@ -57,9 +57,10 @@ def save_definition(job, actor, *, now=None, note="", detail=None):
     jitter.settle(job, rescheduled=rescheduled, now=now)
     job.full_clean()
     created = job.pk is None
-    if adds_a_definition(job):
+    adds = adds_a_definition(job)
+    if adds:
         quotas.check_definitions(job.tenant)
-    if rescheduled:
+    if rescheduled or adds:  # a cancelled job made live again starts from its next occurrence too
         job.next_due_at = first_due(job, now) if job.status == JobDefinition.Status.ACTIVE else None
     job.shard = shard_for(job.tenant.name, job.name)
     if not created:

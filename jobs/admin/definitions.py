@@ -23,7 +23,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 
 from jobs import audit, jitter, quotas
-from jobs.admin.actions import JOB_ACTIONS, backfill_step
+from jobs.admin.actions import JOB_ACTIONS, TENANT_ACTIONS, backfill_step
 from jobs.audit import actor_for_user
 from jobs.definitions import save_definition
 from jobs.models import QUEUE_RE, ApiToken, AuditEntry, JobDefinition, Tenant
@@ -48,16 +48,30 @@ class TenantAdmin(TenantScopedAdmin):
         "max_pending_runs",
         "max_concurrent_runs",
         "enqueue_rate_per_minute",
+        "pause_state",
         "created_at",
     ]
     search_fields = ["name"]
     filter_horizontal = ["members"]
+    actions = TENANT_ACTIONS
 
     def has_add_permission(self, request):
         return scoping.sees_all(request.user)
 
     def has_change_permission(self, request, obj=None):
         return scoping.sees_all(request.user)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("queue_pauses")
+
+    @admin.display(description="paused")
+    def pause_state(self, tenant):
+        """The tenant's pause (every queue) or its paused queues, from the prefetched pauses."""
+        paused = status_text("paused", {"paused": "⏸"})
+        if tenant.paused_at is not None:
+            return format_html("{} every queue, since {} UTC", paused, f"{tenant.paused_at:%Y-%m-%d %H:%M}")
+        queues = [p.queue for p in tenant.queue_pauses.all()]
+        return format_html("{} queue {}", paused, ", ".join(queues)) if queues else "—"
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)  # members are saved here, after the tenant

@@ -9,7 +9,6 @@ import re
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.urls import reverse
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
@@ -21,7 +20,7 @@ from jobs.api.serializers import (
     JobSerializer,
     body_errors,
 )
-from jobs.definitions import first_due, save_definition
+from jobs.definitions import save_definition
 from jobs.models import JobDefinition
 from jobs.validation import NAME_RE
 from runs import backfill, controls, enqueue
@@ -125,8 +124,7 @@ class JobView(TeamEndpoint):
             setattr(job, field, value)
         jitter.state(job, stated_jitter)
         if revived:
-            job.status = Status.ACTIVE
-            job.next_due_at = first_due(job, timezone.now())
+            job.status = Status.ACTIVE  # save_definition starts it from its next occurrence, once it is valid
         try:
             save_definition(job, self.actor)
         except DjangoValidationError as exc:

@@ -13,7 +13,7 @@ actions and choices.
 from django.contrib import admin
 from django.http import Http404
 
-from jobs.models import SYSTEM_TENANT, JobDefinition, Tenant
+from jobs.models import SYSTEM_TENANT, JobDefinition, QueuePause, Tenant
 
 
 def sees_all(user):
@@ -37,6 +37,25 @@ def tenants(user):
     if not (user and user.is_active and user.is_staff):
         return Tenant.objects.none()
     return Tenant.objects.filter(members=user)
+
+
+def paused_tenants(user, limit=20):
+    """The paused among `user`'s tenants, for the banner every portal page shows: [{tenant, since, queues}].
+
+    `queues` is None for a pause of the whole tenant, else the queues paused
+    on their own ({queue: since}). Two small queries: the partial index
+    tenant_paused, and the tenants' queue pauses.
+    """
+    mine = tenants(user)
+    found = {}
+    for tenant in mine.filter(paused_at__isnull=False).order_by("name")[:limit]:
+        found[tenant.pk] = {"tenant": tenant, "since": tenant.paused_at, "queues": None}
+    pauses = QueuePause.objects.filter(tenant__in=mine).select_related("tenant").order_by("tenant__name", "queue")
+    for pause in pauses[:limit]:
+        entry = found.setdefault(pause.tenant_id, {"tenant": pause.tenant, "since": None, "queues": {}})
+        if entry["queues"] is not None:
+            entry["queues"][pause.queue] = pause.paused_at
+    return sorted(found.values(), key=lambda e: e["tenant"].name)
 
 
 def tenant_ids(user):

@@ -51,6 +51,8 @@ class DuetimeAdminSite(admin.AdminSite):
     def each_context(self, request):
         context = super().each_context(request)
         context["portal_tenants"] = list(scoping.tenants(request.user).values_list("name", flat=True)[:50])
+        # Every page says which of the user's tenants (or of their queues) are paused (templates/portal/paused_banner.html).
+        context["portal_paused"] = scoping.paused_tenants(request.user) if self.has_permission(request) else []
         return context
 
 

@@ -1,0 +1,87 @@
+"""The tenant actions of the portal: pause and resume a whole tenant or one of its queues.
+
+Alice runs acme, Bob globex. Each action shows its preview first and asks
+for a note, then acts through runs.controls; every portal page of a paused
+tenant says so. The portal reads the real clock, so rows sit relative to it.
+"""
+
+import pytest
+from django.urls import reverse
+
+from jobs.models import AuditEntry, JobDefinition, QueuePause, Tenant
+from runs.models import Run
+from tests.fixtures.portal import action, confirm
+
+TENANTS = reverse("admin:jobs_tenant_changelist")
+
+
+@pytest.fixture
+def nightly(acme, make_job):
+    return make_job(acme, "billing.nightly", cron_expr="0 2 * * *", time_zone="Europe/Berlin")
+
+
+def test_it_asks_which_queue_previews_a_tenant_pause_and_pauses_with_an_audit_note(
+    as_alice, acme, nightly, make_run, wall_clock
+):
+    make_run(nightly, due_at=wall_clock.ahead(minutes=30))
+    asked = action(as_alice, TENANTS, "pause_tenants", [acme.pk]).content.decode()
+    assert 'name="queue"' in asked and 'name="note"' in asked
+
+    page = action(as_alice, TENANTS, "pause_tenants", [acme.pk], post="preview", queue="").content.decode()
+    assert "1 tenant(s) will be paused on every queue" in page
+    assert "their 1 active job(s) until resumed; 1 run(s) already scheduled wait, unclaimed" in page
+    assert Tenant.objects.get(pk=acme.pk).paused_at is None  # nothing happens before "yes"
+
+    confirm(as_alice, TENANTS, "pause_tenants", [acme.pk], queue="", note="database upgrade")
+    assert Tenant.objects.get(pk=acme.pk).paused_at is not None
+    entry = AuditEntry.objects.get(action="pause", object_type="jobs.tenant")
+    assert (entry.actor, entry.note) == ("user:alice", "database upgrade")
+
+
+def test_it_refuses_a_queue_that_is_no_queue_name_with_a_form_error(as_alice, acme):
+    page = action(as_alice, TENANTS, "pause_tenants", [acme.pk], post="preview", queue="Reports!").content.decode()
+    assert "errorlist" in page and "is not a queue name" in page
+    assert not QueuePause.objects.exists()
+
+
+def test_it_shows_a_paused_tenant_on_every_page_of_that_tenant_only(as_alice, client, bob, acme, globex, nightly):
+    from runs import controls
+
+    controls.pause_tenant(acme, actor="user:carol")
+    controls.pause_tenant(globex, actor="user:carol", queue="reports")
+    for url in (
+        reverse("admin:index"),
+        reverse("admin:jobs_jobdefinition_changelist"),
+        reverse("admin:portal_job", args=[nightly.pk]),
+    ):
+        page = as_alice.get(url).content.decode()
+        assert 'data-testid="paused-banner"' in page, url
+        assert "<strong>acme</strong> is paused since" in page and "globex" not in page
+
+    client.force_login(bob)
+    page = client.get(reverse("admin:index")).content.decode()
+    assert "<strong>globex</strong> has paused queue <strong>reports</strong>" in page and "acme" not in page
+
+
+def test_it_previews_a_resume_with_what_each_job_passed_over_and_resumes_from_the_banner(
+    as_alice, acme, nightly, wall_clock
+):
+    from runs import controls
+
+    controls.pause_tenant(acme, actor="user:alice")
+    JobDefinition.objects.filter(pk=nightly.pk).update(next_due_at=wall_clock.ago(days=3))
+    # The banner's button opens the preview straight away.
+    page = action(as_alice, TENANTS, "resume_tenants", [acme.pk], post="preview", queue="", note="").content.decode()
+    assert "1 tenant(s) will resume every queue" in page
+    assert "1 job(s) passed over 3 occurrence(s), recorded as skipped" in page
+
+    confirm(as_alice, TENANTS, "resume_tenants", [acme.pk], queue="", note="upgraded")
+    assert Tenant.objects.get(pk=acme.pk).paused_at is None
+    (summary,) = Run.objects.filter(job=nightly, state="skipped")
+    assert "passed over while the tenant was paused" in summary.reason
+    assert 'data-testid="paused-banner"' not in as_alice.get(reverse("admin:index")).content.decode()
+
+
+def test_it_acts_only_on_the_users_own_tenants(as_alice, acme, globex):
+    confirm(as_alice, TENANTS, "pause_tenants", [globex.pk], queue="", note="")
+    assert Tenant.objects.get(pk=globex.pk).paused_at is None

@@ -1,0 +1,59 @@
+"""Alice pauses and resumes Acme, or one of its queues, over /v1/tenant (a team token)."""
+
+import datetime as dt
+
+from django.utils import timezone
+
+from jobs.models import AuditEntry, JobDefinition
+from runs.models import Run
+from tests.fixtures.api import assert_problem, nightly
+
+
+def test_it_pauses_the_whole_tenant_once_and_says_so(api, acme_team, acme_worker, acme, make_job, make_run):
+    job = make_job(acme, "billing.ping", queue="reports", target_kind="external", target_ref="")
+    make_run(job, due_at=timezone.now() - dt.timedelta(minutes=1))
+    make_run(job, due_at=timezone.now() - dt.timedelta(minutes=2))
+    before = api.post("/v1/lease", token=acme_worker, json={"queues": ["reports"], "max": 1})
+    paused = api.post("/v1/tenant:pause", token=acme_team, json={"note": "database upgrade"})
+    again = api.post("/v1/tenant:pause", token=acme_team, json={})
+    lease = api.post("/v1/lease", token=acme_worker, json={"queues": ["reports"], "max": 10})
+
+    assert len(before.json()["leases"]) == 1
+    assert paused.status_code == 200, paused.text
+    assert paused.json()["paused"] is True and paused.json()["paused_queues"] == {}
+    assert again.json()["paused_at"] == paused.json()["paused_at"]  # a paused tenant stays paused
+    assert lease.status_code == 200 and lease.json()["leases"] == []  # its own workers lease nothing either
+    assert AuditEntry.objects.filter(action="pause", object_type="jobs.tenant").count() == 1
+    assert api.get("/v1/tenant", token=acme_team).json()["paused"] is True
+
+
+def test_it_pauses_one_queue_and_resumes_it_recording_what_its_jobs_passed_over(api, acme_team, acme):
+    api.put("/v1/jobs/billing.nightly", token=acme_team, json=nightly())  # on queue reports
+    paused = api.post("/v1/tenant:pause", token=acme_team, json={"queue": "reports"})
+    JobDefinition.objects.filter(name="billing.nightly").update(next_due_at=timezone.now() - dt.timedelta(days=2))
+    resumed = api.post("/v1/tenant:resume", token=acme_team, json={"queue": "reports", "note": "done"})
+
+    assert paused.json()["paused"] is False and list(paused.json()["paused_queues"]) == ["reports"]
+    assert resumed.status_code == 200, resumed.text
+    assert resumed.json()["paused_queues"] == {} and resumed.json()["jobs_caught_up"] == 1
+    (summary,) = Run.objects.filter(job__name="billing.nightly", state="skipped")
+    assert "passed over while queue reports was paused" in summary.reason
+
+
+def test_it_refuses_a_queue_that_is_no_queue_name(api, acme_team):
+    problem = assert_problem(
+        api.post("/v1/tenant:pause", token=acme_team, json={"queue": "Reports!"}), 400, "validation-error"
+    )
+    assert problem["errors"][0]["field"] == "queue"
+
+
+def test_it_pauses_only_the_callers_tenant_and_refuses_a_worker_token(api, acme_team, globex_team, acme_worker, globex):
+    api.post("/v1/tenant:pause", token=acme_team, json={})
+
+    assert api.get("/v1/tenant", token=globex_team).json() == {
+        "name": "globex",
+        "paused": False,
+        "paused_at": None,
+        "paused_queues": {},
+    }
+    assert_problem(api.post("/v1/tenant:pause", token=acme_worker, json={}), 403, "forbidden")
