@@ -1,4 +1,4 @@
-"""create_tenant and create_token, as an operator types them."""
+"""create_tenant, create_token and apply_schedules, as an operator types them."""
 
 import io
 
@@ -42,3 +42,56 @@ def test_it_refuses_a_worker_token_without_queues(acme):
 def test_it_refuses_an_unknown_tenant(db):
     with pytest.raises(CommandError, match="no tenant named 'nobody'"):
         run("create_token", "--tenant", "nobody", "--kind", "team")
+
+
+SET = """
+# acme's billing jobs, declared in code
+source = "billing"
+
+[jobs."billing.export"]
+schedule = { kind = "cron", cron = "0 2 * * *", time_zone = "Europe/Berlin" }
+target = { kind = "external" }
+queue = "reports"
+
+[jobs."billing.once"]
+schedule = { kind = "at", at = 2026-07-01T09:00:00+02:00 }
+target = { kind = "external" }
+"""
+
+
+def test_it_prints_a_plan_on_a_dry_run_applies_it_then_finds_nothing_to_do(acme, tmp_path):
+    from jobs.models import JobDefinition
+
+    path = tmp_path / "schedules.toml"
+    path.write_text(SET)
+
+    dry = run("apply_schedules", "--tenant", "acme", str(path), "--dry-run")
+    assert "+ create billing.export" in dry and 'schedule.cron: "0 2 * * *"' in dry
+    assert "Plan: 2 to create" in dry and "Dry run: nothing was written" in dry
+    assert not JobDefinition.objects.exists()
+
+    assert "Applied." in run("apply_schedules", "--tenant", "acme", str(path))
+    once = JobDefinition.objects.get(name="billing.once")
+    assert once.managed_by == "billing" and once.run_at.isoformat() == "2026-07-01T07:00:00+00:00"
+    assert "No changes" in run("apply_schedules", "--tenant", "acme", str(path))
+
+
+def test_it_names_the_file_job_and_field_of_each_problem_and_writes_nothing(acme, tmp_path):
+    from jobs.models import JobDefinition
+
+    path = tmp_path / "schedules.toml"
+    path.write_text(SET.replace("0 2 * * *", "0 25 * * *").replace('queue = "reports"', 'queu = "reports"'))
+    with pytest.raises(CommandError) as typo:
+        run("apply_schedules", "--tenant", "acme", str(path))
+    path.write_text(SET.replace("0 2 * * *", "0 25 * * *"))
+    with pytest.raises(CommandError) as bad_cron:
+        run("apply_schedules", "--tenant", "acme", str(path))
+    path.write_text("[jobs.billing\n")
+    with pytest.raises(CommandError, match="is not valid TOML"):
+        run("apply_schedules", "--tenant", "acme", str(path))
+
+    assert "jobs.billing.export.queu: unknown field" in str(typo.value)
+    assert "jobs.billing.export.schedule.cron:" in str(bad_cron.value) and "hour" in str(bad_cron.value)
+    assert not JobDefinition.objects.exists()
+    with pytest.raises(CommandError, match="no tenant named 'initech'"):
+        run("apply_schedules", "--tenant", "initech", str(path))

@@ -1,0 +1,67 @@
+"""Acme's billing service applies its declared jobs with PUT /v1/schedules (a team token)."""
+
+from jobs.models import AuditEntry, JobDefinition
+from tests.fixtures.api import assert_problem
+from tests.fixtures.schedules import nightly_export, ping
+
+SET = {"source": "billing", "jobs": {"billing.export": nightly_export(), "billing.ping": ping()}}
+
+
+def test_it_shows_the_plan_on_a_dry_run_then_applies_it_and_is_idempotent(api, acme_team):
+    dry = api.put("/v1/schedules?dry_run=1", token=acme_team, json=SET)
+    assert dry.status_code == 200, dry.text
+    assert dry.json()["applied"] is False and dry.json()["summary"]["create"] == 2
+    assert not JobDefinition.objects.exists()
+
+    applied = api.put("/v1/schedules", token=acme_team, json=SET)
+    again = api.put("/v1/schedules", token=acme_team, json=SET)
+
+    assert applied.json()["applied"] is True
+    assert [c["action"] for c in applied.json()["changes"]] == ["create", "create"]
+    assert again.json()["changes"] == [] and again.json()["unchanged"] == ["billing.export", "billing.ping"]
+    assert set(JobDefinition.objects.values_list("managed_by", flat=True)) == {"billing"}
+    assert AuditEntry.objects.filter(action="apply_schedules").count() == 1
+
+
+def test_it_reports_every_bad_field_of_the_set_by_its_path_and_writes_nothing(api, acme_team):
+    body = {
+        "jobs": {
+            "billing.export": nightly_export(schedule={"kind": "cron", "cron": "61 2 * * *"}),
+            "billing.ping": ping(queu="reports"),
+        }
+    }
+    problem = assert_problem(api.put("/v1/schedules", token=acme_team, json=body), 400, "validation-error")
+    rules = assert_problem(
+        api.put("/v1/schedules", token=acme_team, json={"jobs": {"billing.export": body["jobs"]["billing.export"]}}),
+        400,
+        "invalid-schedule",
+    )
+
+    assert [(e["field"], e["pointer"]) for e in problem["errors"]] == [
+        ("jobs.billing.ping.queu", "#/jobs/billing.ping/queu")
+    ]
+    assert rules["errors"][0]["field"] == "jobs.billing.export.schedule.cron"
+    assert rules["errors"][0]["pointer"] == "#/jobs/billing.export/schedule/cron"
+    assert not JobDefinition.objects.exists()
+
+
+def test_it_prunes_only_with_prune_and_only_the_sets_own_jobs(api, acme_team, globex_team):
+    api.put("/v1/schedules", token=acme_team, json=SET)
+    api.put("/v1/schedules", token=globex_team, json=SET)  # globex has jobs of the same names: its own
+    api.put("/v1/jobs/billing.manual", token=acme_team, json=ping())  # made outside the set
+
+    kept = api.put("/v1/schedules", token=acme_team, json={"source": "billing", "jobs": {}})
+    pruned = api.put("/v1/schedules?prune=1", token=acme_team, json={"source": "billing", "jobs": {}})
+
+    assert [(c["action"], c["job"]) for c in kept.json()["changes"]] == [
+        ("pause", "billing.export"),
+        ("pause", "billing.ping"),
+    ]
+    assert [c["action"] for c in pruned.json()["changes"]] == ["delete", "delete"]
+    assert JobDefinition.objects.get(tenant__name="acme", name="billing.manual").status == "active"
+    assert set(JobDefinition.objects.filter(tenant__name="globex").values_list("status", flat=True)) == {"active"}
+
+
+def test_it_refuses_a_flag_that_is_not_a_boolean(api, acme_team):
+    problem = assert_problem(api.put("/v1/schedules?dry_run=yes", token=acme_team, json=SET), 400, "validation-error")
+    assert problem["errors"][0]["field"] == "dry_run"
