@@ -1,5 +1,6 @@
 """The job definition actions of the portal: pause, resume, trigger now, cancel, backfill;
-and the tenant actions: pause and resume a whole tenant or one of its queues.
+adopt into code (a job of a declared set accepts its portal edits); and the tenant
+actions: pause and resume a whole tenant or one of its queues.
 
 Each shows a preview (how many runs it creates, pauses or cancels, and what
 the overlap policy does with them) and asks for an audit note before it acts
@@ -8,6 +9,7 @@ and audit records for one job or many), so 10,000 jobs take seconds.
 """
 
 import datetime as dt
+import json
 
 from django import forms
 from django.contrib import admin
@@ -16,6 +18,7 @@ from django.db.models import Count, OuterRef
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
+from jobs import schedules
 from jobs.audit import actor_for_user
 from jobs.models import JobDefinition, QueuePause
 from jobs.quotas import QuotaExceeded
@@ -335,7 +338,7 @@ def backfill_step(job, cursor, end, remaining, *, actor, note, ignore_windows=Fa
     return len(runs), following, done
 
 
-JOB_ACTIONS = [pause_jobs, resume_jobs, trigger_jobs, cancel_jobs, backfill_jobs]
+JOB_ACTIONS = [pause_jobs, resume_jobs, trigger_jobs, cancel_jobs, backfill_jobs]  # + adopt_into_code, below
 
 
 class TenantPauseForm(NoteForm):
@@ -477,3 +480,60 @@ def _resume_effect(tenant, queue, missed):
 
 
 TENANT_ACTIONS = [pause_tenants, resume_tenants]
+
+
+def _drift_words(drift):
+    return "; ".join(f"{d.field}: code {json.dumps(d.code)}, portal {json.dumps(d.portal)}" for d in drift)
+
+
+@admin.action(description="Adopt into code (accept the portal's edits; print the declarations)")
+def adopt_into_code(modeladmin, request, queryset):
+    def preview(qs, data):
+        owned = [job for job in qs.exclude(managed_by="").select_related("tenant")[:1000]]
+        drifted = [(job, schedules.drift(job)) for job in owned]
+        n = sum(1 for _, d in drifted if d)
+        return {
+            "lines": [
+                f"{n} job(s) declared in code and edited outside it will keep their current definition: "
+                "it becomes the one their set applied, so they show no drift.",
+                "The next page prints each one's declaration: paste it into the set's file, "
+                "or the set's next apply reverts the edits after all.",
+                f"{qs.count() - len(owned)} selected job(s) are not declared in code and are left out.",
+            ],
+            "rows": [(job, f"adopt: {_drift_words(d)}" if d else "no drift: left as it is") for job, d in drifted[:60]],
+            "blocked": n == 0,
+        }
+
+    def perform(qs, data):
+        jobs = list(qs.exclude(managed_by="").select_related("tenant"))
+        adopted = schedules.adopt(jobs, actor=actor_for_user(request.user), note=data["note"])
+        context = {
+            **modeladmin.admin_site.each_context(request),
+            "title": "Adopted into code",
+            "opts": JobDefinition._meta,
+            "declarations": _declarations(adopted),
+        }
+        return TemplateResponse(request, "portal/adopted.html", context)
+
+    return confirm_action(
+        modeladmin,
+        request,
+        queryset,
+        action="adopt_into_code",
+        title="Adopt into code",
+        preview=preview,
+        perform=perform,
+        submit="Adopt",
+    )
+
+
+def _declarations(jobs):
+    """[{"set", "text"}]: each set's adopted jobs as TOML to paste, or why one cannot be written."""
+    by_set = {}
+    for job in sorted(jobs, key=lambda j: (j.managed_by, j.name)):
+        try:
+            text = schedules.declaration(job)
+        except ValueError as exc:
+            text = f"# {job.name}: {exc}\n"
+        by_set.setdefault(job.managed_by, []).append(text)
+    return [{"set": name, "text": "\n".join(texts)} for name, texts in by_set.items()]

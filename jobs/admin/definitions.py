@@ -8,6 +8,7 @@ it. Their status is read-only here: it changes only through the actions
 as the API does.
 """
 
+import json
 import re
 
 from django import forms
@@ -22,8 +23,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 
-from jobs import audit, jitter, quotas
-from jobs.admin.actions import JOB_ACTIONS, TENANT_ACTIONS, backfill_step
+from jobs import audit, jitter, quotas, schedules
+from jobs.admin.actions import JOB_ACTIONS, TENANT_ACTIONS, adopt_into_code, backfill_step
 from jobs.audit import actor_for_user
 from jobs.definitions import save_definition
 from jobs.models import QUEUE_RE, ApiToken, AuditEntry, JobDefinition, Tenant
@@ -96,6 +97,29 @@ def _audited_value(field, value):
     return value
 
 
+def drift_rows(drift):
+    return ((d.field, json.dumps(d.code), json.dumps(d.portal)) for d in drift)
+
+
+class CodeFilter(admin.SimpleListFilter):
+    """Jobs declared in code: in sync with their set, drifted from it, or not declared at all."""
+
+    title = "declared in code"
+    parameter_name = "code"
+
+    def lookups(self, request, model_admin):
+        return [("drift", "drifted"), ("sync", "in sync"), ("none", "not in code")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "none":
+            return queryset.filter(managed_by="")
+        if self.value() in ("drift", "sync"):
+            drifted = schedules.drifted_ids(queryset)
+            owned = queryset.exclude(managed_by="")
+            return owned.filter(pk__in=drifted) if self.value() == "drift" else owned.exclude(pk__in=drifted)
+        return queryset
+
+
 class JobDefinitionForm(forms.ModelForm):
     class Meta:
         model = JobDefinition
@@ -147,17 +171,27 @@ class JobDefinitionForm(forms.ModelForm):
 @admin.register(JobDefinition, site=site)
 class JobDefinitionAdmin(TenantScopedAdmin):
     form = JobDefinitionForm
-    list_display = ["name", "tenant", "status_label", "schedule", "next_due", "last_outcome", "p99_lateness_24h"]
+    list_display = [
+        "name",
+        "tenant",
+        "status_label",
+        "schedule",
+        "next_due",
+        "last_outcome",
+        "p99_lateness_24h",
+        "declared_in_code",
+    ]
     list_display_links = ["name"]
-    list_filter = [TenantFilter, "status", QueueFilter, "priority", "schedule_kind"]
+    list_filter = [TenantFilter, "status", QueueFilter, "priority", "schedule_kind", CodeFilter]
     search_fields = ["name", "target_ref"]
     list_select_related = ["tenant"]
     list_per_page = 50
-    actions = JOB_ACTIONS
+    actions = [*JOB_ACTIONS, adopt_into_code]
     # `status` is read-only: the actions change it through runs.controls, which cancel the runs of a
     # cancelled job and record the occurrences a resumed job passed over; a bare save() would do neither.
     readonly_fields = [
         "status",
+        "code_drift",
         "schedule_preview",
         "notifications_sent",
         "next_due_at",
@@ -167,7 +201,7 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         "updated_at",
     ]
     fieldsets = [
-        (None, {"fields": ["tenant", "name", "status"]}),
+        (None, {"fields": ["tenant", "name", "status", "code_drift"]}),
         (
             "Schedule",
             {
@@ -305,14 +339,50 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         messages.info(request, f"Jitter of {obj.name}: {jitter.describe(obj)}.")
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        """The edit page, with a warning when nothing running would take the job's runs."""
+        """The edit page, with a warning when nothing running would take the job's runs,
+        and one when the job is declared in code (an edit here is drift)."""
         if request.method == "GET":
             job = self.get_object(request, object_id)
             if job is not None and job.status == JobDefinition.Status.ACTIVE:
                 warning = consumers.unserved(job.target_kind, job.queue, tenant_id=job.tenant_id)
                 if warning:
                     messages.warning(request, warning)
+            if job is not None and job.managed_by:
+                messages.warning(
+                    request,
+                    f"{job.name} is declared in code (set {job.managed_by}). You may edit it here: the edit shows as "
+                    "drift until the set's next apply reverts it, or until you adopt it into code.",
+                )
         return super().change_view(request, object_id, form_url, extra_context)
+
+    @admin.display(description="code")
+    def declared_in_code(self, job):
+        """The set that declares the job, and the fields edited outside it (its drift)."""
+        if not job.managed_by:
+            return "—"
+        drift = schedules.drift(job)
+        if not drift:
+            return format_html('<span data-testid="code-in-sync">set {} ✓</span>', job.managed_by)
+        fields = ", ".join(d.field for d in drift)
+        return format_html(
+            '<span class="portal-drift" data-testid="code-drift">set {} ⚠ drift: {}</span>', job.managed_by, fields
+        )
+
+    @admin.display(description="declared in code")
+    def code_drift(self, job):
+        """Field by field, code (as the set last applied it) against the portal (as it is now)."""
+        if not job.pk or not job.managed_by:
+            return "No: made in the portal or the API."
+        drift = schedules.drift(job)
+        if not drift:
+            return format_html("Set {}: as the set last applied it, no drift.", job.managed_by)
+        return format_html(
+            "<p>Set {}: edited outside the set. The next apply reverts these, unless you adopt them into code.</p>"
+            '<table class="portal-drift-table" data-testid="drift-table"><thead><tr><th scope="col">field</th>'
+            '<th scope="col">code</th><th scope="col">portal</th></tr></thead><tbody>{}</tbody></table>',
+            job.managed_by,
+            format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", drift_rows(drift)),
+        )
 
     def get_urls(self):
         return [

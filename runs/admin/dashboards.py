@@ -13,6 +13,7 @@ autodiscovery imports runs.admin.
 """
 
 import datetime as dt
+import json
 
 from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -20,7 +21,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import cron
+from jobs import cron, schedules
 from jobs.models import JobDefinition
 from runs import canary, consumers
 from runs.admin.charts import bar_chart, line_chart
@@ -203,5 +204,6 @@ def job_page(request, job_id):
         failure=failure,
         last_finished=next((r for r in history if r.state in TERMINAL_STATES), None),
         unserved=consumers.unserved(job.target_kind, job.queue, now, tenant_id=job.tenant_id),
+        code_drift=[(d.field, json.dumps(d.code), json.dumps(d.portal)) for d in schedules.drift(job)],
     )
     return TemplateResponse(request, "portal/job.html", context)
