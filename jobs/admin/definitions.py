@@ -68,7 +68,7 @@ class TenantAdmin(TenantScopedAdmin):
     @admin.display(description="paused")
     def pause_state(self, tenant):
         """The tenant's pause (every queue) or its paused queues, from the prefetched pauses."""
-        paused = status_text("paused", {"paused": "⏸"})
+        paused = status_text("paused", {"paused": "‖"})
         if tenant.paused_at is not None:
             return format_html("{} every queue, since {} UTC", paused, f"{tenant.paused_at:%Y-%m-%d %H:%M}")
         queues = [p.queue for p in tenant.queue_pauses.all()]

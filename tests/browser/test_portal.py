@@ -268,3 +268,75 @@ def test_it_adds_a_maintenance_window_and_the_preview_and_ledger_show_it(visit, 
     alice.shot("ledger")
     assert "none missing" in page.get_by_test_id("ledger-summary").inner_text()
     assert not page.evaluate(OVERFLOW)
+
+
+def test_it_shows_a_portal_edit_of_a_job_declared_in_code_as_drift_and_adopts_it(visit, acme_team):
+    from runs.apply import apply_set
+    from tests.fixtures.schedules import nightly_export, ping, specs
+
+    acme, _ = acme_team
+    apply_set(acme, specs(billing_ping=ping(), billing_export=nightly_export()), source="billing", actor="cli:ops")
+    declared = JobDefinition.objects.get(name="billing.ping")
+    alice = visit("alice", "alice-pass-123")
+
+    page = alice.go(f"/admin/jobs/jobdefinition/{declared.pk}/change/")
+    page.get_by_text("is declared in code (set billing)").wait_for()
+    page.get_by_label("Queue").fill("batch")
+    page.get_by_label("Max attempts").fill("9")
+    page.get_by_role("button", name="Save", exact=True).click()
+    page.get_by_text("was changed successfully").wait_for()
+
+    page = alice.go("/admin/jobs/jobdefinition/?code=drift")
+    assert "set billing ⚠ drift: queue, retry.max_attempts" in page.inner_text("#result_list")
+    assert "billing.export" not in page.inner_text("#result_list")  # in sync with its set
+    assert not page.evaluate(OVERFLOW)
+
+    page = alice.go(f"/admin/dashboard/jobs/{declared.pk}/")
+    drift = page.get_by_test_id("job-drift-table")
+    assert [row.inner_text().split("\t") for row in drift.locator("tbody tr").all()] == [
+        ["queue", '"default"', '"batch"'],
+        ["retry.max_attempts", "5", "9"],
+    ]
+    assert not page.evaluate(OVERFLOW)
+    page.get_by_role("button", name="Adopt into code…").click()
+    page.get_by_test_id("action-preview").wait_for()
+    alice.shot("adopt-preview")
+    page.get_by_label("Audit note").fill("batch is where it belongs")
+    page.get_by_role("button", name="Adopt", exact=True).click()
+    declaration = page.get_by_test_id("declaration")
+    declaration.wait_for()
+    alice.shot("declaration-to-paste")
+    assert 'queue = "batch"' in declaration.input_value()
+
+    page = alice.go(f"/admin/dashboard/jobs/{declared.pk}/")
+    page.get_by_test_id("job-in-sync").wait_for()
+    alice.shot("in-sync-after-adoption")
+
+
+def test_it_pauses_a_tenant_and_every_page_of_it_says_so_until_resumed(visit, acme_team):
+    acme, _ = acme_team
+    nightly = job(acme, "billing.nightly", cron_expr="0 2 * * *", time_zone="Europe/Berlin")
+    alice = visit("alice", "alice-pass-123")
+
+    page = alice.go("/admin/jobs/tenant/")
+    page.get_by_role("row", name="acme").get_by_role("checkbox").check()
+    page.get_by_label("Action:").select_option("pause_tenants")
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.get_by_role("button", name="Preview").click()
+    page.get_by_test_id("action-preview").wait_for()
+    alice.shot("tenant-pause-preview")
+    page.get_by_label("Audit note").fill("database upgrade")
+    page.get_by_role("button", name="Pause", exact=True).click()
+    page.get_by_text("Paused every queue of 1 tenant(s).").wait_for()
+
+    for path in ("/admin/", "/admin/jobs/jobdefinition/", f"/admin/dashboard/jobs/{nightly.pk}/"):
+        banner = alice.go(path).get_by_test_id("paused-banner")
+        assert "acme is paused since" in banner.inner_text(), path
+        assert not alice.page.evaluate(OVERFLOW), path
+    banner.get_by_role("button", name="Resume…").click()
+    page.get_by_test_id("action-preview").wait_for()
+    alice.shot("tenant-resume-preview")
+    page.get_by_role("button", name="Resume", exact=True).click()
+    page.get_by_text("Resumed every queue of 1 tenant(s)").wait_for()
+    assert not page.get_by_test_id("paused-banner").count()
+    assert Tenant.objects.get(pk=acme.pk).paused_at is None
