@@ -42,13 +42,13 @@ def shortest_interval(expression, time_zone, now):
 
 def default_for(job, now):
     """The jitter Duetime chooses for `job`'s schedule: a share of its shortest interval, capped; 0 without one."""
-    most = settings.DUETIME_DEFAULT_JITTER_MAX_SECONDS
-    if job.schedule_kind != ScheduleKind.CRON or not job.cron_expr:
+    most, share = settings.DUETIME_DEFAULT_JITTER_MAX_SECONDS, settings.DUETIME_DEFAULT_JITTER_PERCENT
+    if job.schedule_kind != ScheduleKind.CRON or not job.cron_expr or not share:
         return 0
     interval = shortest_interval(job.cron_expr, job.time_zone, now)
     if interval is None:
         return most
-    return min(most, int(interval * settings.DUETIME_DEFAULT_JITTER_PERCENT / 100))
+    return min(most, int(interval * share / 100))
 
 
 def state(job, seconds):

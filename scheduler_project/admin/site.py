@@ -10,10 +10,12 @@ when Django's admin autodiscovery imports it; the pages then hang off the
 site's URLs (`admin:<name>`), behind its login, CSRF and look.
 """
 
+import functools
+
 from django.contrib import admin
 from django.urls import path
 
-from scheduler_project.admin import scoping
+from scheduler_project.admin import docs, scoping
 
 
 class DuetimeAdminSite(admin.AdminSite):
@@ -46,7 +48,11 @@ class DuetimeAdminSite(admin.AdminSite):
 
     def get_urls(self):
         pages = [path(route, self.admin_view(view), name=name) for name, (route, view) in self._views.items()]
-        return pages + super().get_urls()
+        # The project's docs/*.md, so a page can link to what explains it (scheduler_project/admin/docs.py).
+        reading = path(
+            "docs/<str:name>.md", self.admin_view(functools.partial(docs.doc_page, site=self)), name="portal_doc"
+        )
+        return [*pages, reading, *super().get_urls()]
 
     def each_context(self, request):
         context = super().each_context(request)

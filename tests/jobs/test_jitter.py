@@ -102,8 +102,12 @@ def test_it_follows_the_settings(acme, clock, settings):
     settings.DUETIME_DEFAULT_JITTER_MAX_SECONDS = 0
     off, _ = save_definition(new_job(acme, "billing.off"), "test", now=clock.now)
 
+    settings.DUETIME_DEFAULT_JITTER_MAX_SECONDS, settings.DUETIME_DEFAULT_JITTER_PERCENT = 300, 0
+    leap_day, _ = save_definition(new_job(acme, "billing.leap", cron_expr="0 0 29 2 *"), "test", now=clock.now)
+
     assert every_minute.jitter_seconds == 20  # 30 s, capped
     assert off.jitter_seconds == 0
+    assert leap_day.jitter_seconds == 0  # 0 % turns the default off, rare schedules included
 
 
 def test_it_delays_each_run_by_the_jobs_fixed_offset_and_says_so(acme, clock):
