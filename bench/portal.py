@@ -141,7 +141,7 @@ def _drop(tenant):
 INSERT_RUNS = """
 INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
     idempotency_key, fencing_token, worker_id, lease_expires_at, queue, priority, shard, payload, started_at,
-    finished_at, last_error, reason, created_at)
+    finished_at, last_error, reason, created_at, history_day)
 SELECT (%(job_ids)s::bigint[])[1 + i %% %(jobs)s], %(tenant)s, 'schedule', due, due, state,
        CASE WHEN state IN ('scheduled') THEN 0 ELSE 1 END, 5, 900, 'bench@' || i,
        CASE WHEN state = 'leased' THEN 1000000000 + i END, CASE WHEN state = 'leased' THEN 'bench-worker' ELSE '' END,
@@ -151,7 +151,12 @@ SELECT (%(job_ids)s::bigint[])[1 + i %% %(jobs)s], %(tenant)s, 'schedule', due, 
        CASE WHEN state IN ('succeeded', 'dead', 'cancelled', 'skipped') THEN due + interval '3 seconds' END,
        CASE WHEN state = 'dead' THEN 'Traceback (most recent call last):\n  ...\nValueError: bench failure ' || i ELSE '' END,
        CASE WHEN state = 'cancelled' THEN 'cancelled by bench' WHEN state = 'skipped' THEN 'overlap: the previous run was still running (overlap policy forbid)' ELSE '' END,
-       now()
+       now(),
+       -- Finished runs are history (runs/partitions.py): the newest listed day on or before theirs.
+       CASE WHEN state IN ('succeeded', 'cancelled', 'skipped')
+            THEN coalesce((SELECT max(day) FROM runs_history_day WHERE day <= ((due + interval '3 seconds') AT TIME ZONE 'UTC')::date),
+                          (SELECT min(day) FROM runs_history_day))
+            ELSE DATE '9999-12-31' END
 FROM generate_series(%(start)s, %(stop)s) AS i,
      LATERAL (SELECT now() - make_interval(days => %(days)s) + (i::float8 / %(n)s) * (make_interval(days => %(days)s) + interval '1 hour') AS due) AS d,
      LATERAL (SELECT CASE
@@ -167,17 +172,19 @@ FROM generate_series(%(start)s, %(stop)s) AS i,
 
 # First attempts of the last day's started runs, and of every dead run.
 INSERT_ATTEMPTS = """
-INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error)
+INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error,
+    history_day)
 SELECT r.id, 1, r.id, 'bench-worker', r.available_at, r.available_at + interval '1 second' * (random() * 2),
-       r.available_at + interval '3 seconds', CASE WHEN r.state = 'dead' THEN 'failed' ELSE 'succeeded' END, r.last_error
+       r.available_at + interval '3 seconds', CASE WHEN r.state = 'dead' THEN 'failed' ELSE 'succeeded' END, r.last_error,
+       r.history_day
 FROM runs_run r
 WHERE r.tenant_id = %(tenant)s AND r.state IN ('succeeded', 'dead')
   AND (r.state = 'dead' OR r.due_at > now() - interval '1 day')
 """
 
 INSERT_DEAD_LETTERS = """
-INSERT INTO dlq_deadletter (run_id, job_id, tenant_id, last_error, dead_at, resolved_by)
-SELECT r.id, r.job_id, r.tenant_id, r.last_error, r.finished_at, ''
+INSERT INTO dlq_deadletter (run_id, job_id, tenant_id, last_error, dead_at, resolved_by, history_day)
+SELECT r.id, r.job_id, r.tenant_id, r.last_error, r.finished_at, '', DATE '9999-12-31'
 FROM runs_run r WHERE r.tenant_id = %(tenant)s AND r.state = 'dead'
 """
 

@@ -198,10 +198,15 @@ def enqueue(
             return existing, False
     key = idempotency_key or f"{job.name}@{origin}-{uuid.uuid4()}"
     rows = build_runs(job, [due], origin=origin, payload=payload, key=key)
-    with transaction.atomic():
-        inserted = insert_runs(rows, quota=quota, now=now)
-        if inserted and actor:
-            audit.record(actor, origin, job, detail={"run": rows[0].pk, "due_at": due.isoformat()}, note=note)
+    try:
+        with transaction.atomic():
+            inserted = insert_runs(rows, quota=quota, now=now)
+            if inserted and idempotency_key is not None and origin == Run.Origin.API:
+                _check_first(job, key, rows[0])
+            if inserted and actor:
+                audit.record(actor, origin, job, detail={"run": rows[0].pk, "due_at": due.isoformat()}, note=note)
+    except _KeyTaken:
+        inserted = []
     if not inserted:
         # A concurrent call with the same key won the insert: answer with its run.
         return _keyed_run(job, key), False
@@ -225,6 +230,25 @@ def _due(run_at, delay_seconds, payload, now):
 
 def _keyed_run(job, key):
     return Run.objects.filter(tenant_id=job.tenant_id, origin=Run.Origin.API, idempotency_key=key).first()
+
+
+class _KeyTaken(Exception):
+    """An earlier run holds the key: the insert is undone (see _check_first)."""
+
+
+def _check_first(job, key, run):
+    """Raise _KeyTaken if a run other than `run` (just inserted) holds the key.
+
+    PostgreSQL: the key's first run may have finished, and so moved to a day
+    partition, while insert_runs ran; that statement's snapshot could not see it
+    there, nor its unique index in the open partition once it left. This query
+    is a new snapshot, taken after the insert's unique check waited for any such
+    move to commit, so it sees the first run wherever it is. SQLite's unique
+    constraint never lets it happen; the query then finds nothing.
+    """
+    first = _keyed_run(job, key)
+    if first is not None and first.pk != run.pk:
+        raise _KeyTaken
 
 
 def trigger(job, *, actor, note="", now=None, payload=None, quota=None):

@@ -10,8 +10,11 @@ Never read a run, modify it and save() it.
 
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from jobs.models import JobDefinition, Tenant
+from runs import partitions
+from runs.partitions import OPEN_DAY
 
 # The families of Run.State, one tuple each; everything that asks "which
 # states are ..." uses these.
@@ -23,6 +26,10 @@ TERMINAL_STATES = (
     "cancelled",
     "skipped",
 )  # finished_at is set; only `dead` has a way out (replay)
+# Where a row lives (runs/partitions.py): pending runs are open (history_day = OPEN_DAY), these are
+# history (the day they finished); a dead run stays open while its dead letter is, so retention never
+# drops it before someone replays or discards it.
+HISTORY_STATES = ("succeeded", "cancelled", "skipped")
 
 
 class RunQuerySet(models.QuerySet):
@@ -32,11 +39,11 @@ class RunQuerySet(models.QuerySet):
         "ready" is derived, never stored; this is its one definition
         in the ORM (the claim SQL in runs/sql/ states the same condition).
         """
-        return self.filter(state__in=CLAIMABLE_STATES, available_at__lte=now)
+        return self.filter(state__in=CLAIMABLE_STATES, available_at__lte=now, history_day=OPEN_DAY)
 
     def pending(self):
-        """Runs not finished yet: waiting, or leased to a worker."""
-        return self.filter(state__in=PENDING_STATES)
+        """Runs not finished yet: waiting, or leased to a worker (all in the open partition)."""
+        return self.filter(state__in=PENDING_STATES, history_day=OPEN_DAY)
 
 
 class Run(models.Model):
@@ -93,10 +100,19 @@ class Run(models.Model):
         null=True, blank=True, help_text="A skipped summary row stands for every occurrence from due_at to here."
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    history_day = models.DateField(
+        default=OPEN_DAY,
+        help_text="9999-12-31 while open (pending, or dead with an open dead letter); then the day it went into "
+        "history, which decides when retention drops it (runs/partitions.py).",
+    )
 
     objects = RunQuerySet.as_manager()
 
     class Meta:
+        # PostgreSQL: partitioned by history_day (runs/partitions.py), primary key (id, history_day). A unique
+        # index there must hold the partition key, so the two unique constraints below exist on SQLite only;
+        # on PostgreSQL the open partition has them as unique indexes, each day partition as plain ones, and
+        # runs/sql insert_runs checks history before inserting into the open partition (enqueue.insert_runs).
         constraints = [
             # A second materialisation (failover, retry after a crash) is a no-op.
             models.UniqueConstraint(
@@ -128,6 +144,13 @@ class Run(models.Model):
             ),
             models.CheckConstraint(condition=Q(available_at__gte=models.F("due_at")), name="run_never_available_early"),
             models.CheckConstraint(condition=Q(priority__in=[0, 1, 2]), name="run_priority_valid"),
+            # Claims, heartbeats and completions read the open partition only: nothing pending is ever elsewhere.
+            models.CheckConstraint(
+                condition=~Q(state__in=PENDING_STATES) | Q(history_day=OPEN_DAY), name="run_pending_is_open"
+            ),
+            models.CheckConstraint(
+                condition=~Q(state__in=HISTORY_STATES) | ~Q(history_day=OPEN_DAY), name="run_finished_is_history"
+            ),
         ]
         indexes = [
             # runs/sql claim_batch: per tenant and queue, due runs by priority then
@@ -156,7 +179,16 @@ class Run(models.Model):
                 name="run_skipped_cancelled",
                 condition=Q(state__in=["cancelled", "skipped"]),
             ),
+            # SQLite only (runs.retention's batched delete); on PostgreSQL retention drops whole partitions.
+            models.Index(fields=["history_day"], name="run_by_history_day"),
         ]
+
+    def save(self, *args, **kwargs):
+        # Engine code inserts runs through runs.enqueue.insert_runs only; a run saved through the ORM
+        # (fixtures, the shell) goes where that insert would put it, so run_finished_is_history holds.
+        if self._state.adding and self.state in HISTORY_STATES and self.history_day == OPEN_DAY:
+            self.history_day = partitions.history_day(self.finished_at or timezone.now())
+        super().save(*args, **kwargs)
 
     def __str__(self):
         # The job's name, not its id: "run 21 of 1" read like a count in the portal's previews.
@@ -181,7 +213,11 @@ class Attempt(models.Model):
         LEASE_EXPIRED = "lease_expired"
         STALE = "stale"  # the lease was taken away (overlap `replace`, cancel)
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts", db_index=False)
+    # No database constraint: on PostgreSQL runs_run's key is (id, history_day), which a foreign key would
+    # have to name. An attempt lives in its run's partition (same history_day, moved with it by
+    # runs.transitions and runs/sql), so a dropped day takes a run's attempts with it; what the database no
+    # longer refuses (an attempt of a run that does not exist) only runs.transitions and runs/sql write.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts", db_index=False, db_constraint=False)
     attempt = models.PositiveIntegerField()
     fencing_token = models.BigIntegerField()
     worker_id = models.CharField(max_length=200, blank=True)
@@ -193,10 +229,14 @@ class Attempt(models.Model):
     return_value = models.JSONField(
         null=True, blank=True, help_text="What the task returned (succeeded attempts of python tasks; else empty)."
     )
+    history_day = models.DateField(
+        default=OPEN_DAY, help_text="Its run's history_day: it lives in its run's partition."
+    )
 
     class Meta:
         ordering = ["run", "attempt"]
         constraints = [
+            # PostgreSQL: (run, attempt, history_day), which is the same thing since a run's attempts share its day.
             models.UniqueConstraint(fields=["run", "attempt"], name="attempt_unique_per_run"),
             models.CheckConstraint(
                 condition=Q(outcome__in=["succeeded", "failed", "timed_out", "lease_expired", "stale"]),
@@ -208,7 +248,18 @@ class Attempt(models.Model):
         indexes = [
             # Dashboards: lateness percentiles over recent first attempts.
             models.Index(fields=["started_at"], name="attempt_by_start", condition=Q(attempt=1)),
+            # SQLite only (runs.retention's batched delete), like run_by_history_day.
+            models.Index(fields=["history_day"], name="attempt_by_history_day"),
         ]
+
+    def save(self, *args, **kwargs):
+        # Attempts are written with their run's history_day by runs/sql and runs.transitions; one saved
+        # through the ORM (fixtures) takes its run's as it is in the database now.
+        if self._state.adding and self.history_day == OPEN_DAY:
+            self.history_day = (
+                Run.objects.filter(pk=self.run_id).values_list("history_day", flat=True).first() or OPEN_DAY
+            )
+        super().save(*args, **kwargs)
 
     def __str__(self):
         return f"attempt {self.attempt} of run {self.run_id}: {self.outcome}"
@@ -271,6 +322,24 @@ class Consumer(models.Model):
         if self.tenant_id is not None and tenant_id is not None and self.tenant_id != tenant_id:
             return False
         return kind in self.kinds and (self.queues is None or queue in self.queues)
+
+
+class HistoryDay(models.Model):
+    """PostgreSQL: a day that has its own partitions of runs, attempts and dead letters (runs/partitions.py).
+
+    Not managed by Django (created by migration runs/0006 on PostgreSQL only):
+    its rows follow the partitions, which Django knows nothing of, and a test
+    flush must not empty it while they stay.
+    """
+
+    day = models.DateField(primary_key=True)
+
+    class Meta:
+        managed = False
+        db_table = "runs_history_day"
+
+    def __str__(self):
+        return f"history partitions of {self.day}"
 
 
 class Counter(models.Model):
@@ -336,4 +405,22 @@ class JobHour(_Counts):
         indexes = [
             # runs.rollups.prune: rows past the retention.
             models.Index(fields=["hour"], name="jobhour_by_hour"),
+        ]
+
+
+class JobDay(_Counts):
+    """One job's attempts in one UTC day, kept 400 days: the job page's history after the runs are dropped."""
+
+    job = models.ForeignKey(JobDefinition, on_delete=models.CASCADE, related_name="+", db_index=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    day = models.DateTimeField(help_text="Midnight UTC.")
+
+    class Meta:
+        constraints = [
+            # Job page: one job's days over the last 400 (range scan).
+            models.UniqueConstraint(fields=["job", "day"], name="jobday_unique"),
+        ]
+        indexes = [
+            # runs.rollups.prune: rows past the 400 days.
+            models.Index(fields=["day"], name="jobday_by_day"),
         ]

@@ -3,7 +3,9 @@
 The portal never computes a percentile over raw attempts: `tick(now)` folds
 attempts written since its cursor into per-tenant minute rows and per-job
 hour rows (counts by outcome, and a lateness histogram of first attempts),
-and the dashboards read those few hundred rows. It runs as one of the
+kept RETENTION, and per-job day rows (the hours added up), kept
+DAY_RETENTION (400 days: long after runs.retention dropped the runs), and
+the dashboards read those few hundred rows. It runs as one of the
 scheduler's periodic steps (runs.scheduler.STEPS), never on the claim or
 complete paths.
 
@@ -24,7 +26,7 @@ Histograms: lateness in milliseconds falls in log-spaced bins 25 % wide, so a
 percentile read back is within about 12 % of the true value, whatever the
 volume. Bin 0 holds lateness under 1 ms.
 
-The rollup tables (RollupCursor, TenantMinute, JobHour) are models of
+The rollup tables (RollupCursor, TenantMinute, JobHour, JobDay) are models of
 runs/models.py; this module only fills and prunes them.
 """
 
@@ -34,11 +36,13 @@ import math
 from django.db import transaction
 
 from runs import sql
-from runs.models import Attempt, JobHour, RollupCursor, TenantMinute
+from runs.models import Attempt, JobDay, JobHour, RollupCursor, TenantMinute
 
 BATCH = 20_000
 SETTLE = dt.timedelta(seconds=2)
 RETENTION = dt.timedelta(days=8)
+# Per-job days outlive the runs (runs.retention drops those after DUETIME_RETENTION_DAYS): the job page's history.
+DAY_RETENTION = dt.timedelta(days=400)
 GROWTH = 1.25
 MAX_BIN = 120  # 1.25**119 ms is far beyond any lateness (about 10^11 ms)
 OUTCOMES = ("succeeded", "failed", "timed_out", "lease_expired", "stale")
@@ -122,6 +126,20 @@ def fold(groups):
     return minutes, hours
 
 
+def by_day(hours):
+    """{(job, tenant, day): counts} from folded hours: a day's counts are its hours' (UTC days)."""
+    days = {}
+    for (job, tenant, hour), counts in hours.items():
+        day = days.setdefault((job, tenant, hour.replace(hour=0)), _blank())
+        day["first_attempts"] += counts["first_attempts"]
+        day["lateness_ms_sum"] += counts["lateness_ms_sum"]
+        day["lateness_ms_max"] = max(day["lateness_ms_max"], counts["lateness_ms_max"])
+        merge(day["histogram"], counts["histogram"])
+        for outcome in OUTCOMES:
+            day[outcome] += counts[outcome]
+    return days
+
+
 def _store(model, keys, folded, key_fields):
     """Add `folded` counts into existing rows of `model`, creating the missing ones."""
     lookup = {f"{key_fields[0]}_id__in": {k[0] for k in keys}, f"{key_fields[-1]}__in": {k[-1] for k in keys}}
@@ -197,8 +215,10 @@ def tick(now, *, batch=BATCH):
         if not groups:
             return 0
         minutes, hours = fold(groups)
+        days = by_day(hours)
         _store(TenantMinute, list(minutes), minutes, ("tenant", "minute"))
         _store(JobHour, list(hours), hours, ("job", "tenant", "hour"))
+        _store(JobDay, list(days), days, ("job", "tenant", "day"))
         RollupCursor.objects.filter(name="attempts").update(last_id=groups[0][-1])
     prune(now)
     return sum(group[6] for group in groups)
@@ -215,4 +235,5 @@ def prune(now, *, every=dt.timedelta(minutes=10)):
     cutoff = now - RETENTION
     deleted, _ = TenantMinute.objects.filter(minute__lt=cutoff).delete()
     more, _ = JobHour.objects.filter(hour__lt=cutoff).delete()
-    return deleted + more
+    days, _ = JobDay.objects.filter(day__lt=now - DAY_RETENTION).delete()
+    return deleted + more + days

@@ -12,7 +12,7 @@ import dataclasses
 
 from jobs import idempotency
 from notify import notifier
-from runs import canary, materialize, metrics, reproject, rollups, shards, transitions
+from runs import canary, materialize, metrics, reproject, retention, rollups, shards, transitions
 
 REAP_BATCH = 1000
 MATERIALIZE_BATCH = 500
@@ -42,6 +42,7 @@ STEPS = [
     idempotency.purge,  # API Idempotency-Key answers past their TTL (jobs/idempotency.py)
     notifier.tick,  # owner notifications: dead letters, skip streaks, lateness (notify/)
     reproject.tick,  # future runs moved when the tz database changes (runs/reproject.py); a stat() per zone
+    retention.tick,  # history partitions ahead and past the retention, on one scheduler (runs/retention.py)
 ]
 
 

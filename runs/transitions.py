@@ -10,6 +10,17 @@ declares its moves with `@moves(...)`, checked against the table when this
 module is imported, and every ORM move goes through `_move`, which checks
 its (from, to) pair once per statement. A move not in the table raises
 `IllegalMove`.
+
+On PostgreSQL a run goes into history (runs/partitions.py) as it finishes:
+the move that finishes it sets its history_day, and the row, with its
+attempts, moves to that day's partition. A statement that locks a row a
+concurrent one just moved there gets a serialization error instead of 0 rows
+(PostgreSQL cannot follow a row into another partition): a heartbeat, a
+completion, the reaper or a cancel made on its own runs once more and then
+finds the run gone from the open partition, so the caller is told what it
+would have been told (a stale lease, nothing to reap). Inside a caller's
+transaction (the worker's tick) the error is the caller's: the worker tries
+its whole tick again.
 """
 
 import collections
@@ -18,15 +29,15 @@ import datetime as dt
 import json
 import random
 
-from django.db import transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from dlq.models import DeadLetter
 from jobs import secrets
 from jobs.models import JobDefinition
-from runs import metrics, move_log, sql
-from runs.models import CLAIMABLE_STATES, Attempt, Run
+from runs import metrics, move_log, partitions, sql
+from runs.models import CLAIMABLE_STATES, HISTORY_STATES, OPEN_DAY, Attempt, Run
 
 S = Run.State
 
@@ -81,7 +92,21 @@ def _move(runs, source, target, **values):
     """
     sources = (source,) if isinstance(source, str) else tuple(source)
     _check([(s, target) for s in sources])
-    runs = runs.filter(state__in=sources)
+    if target not in HISTORY_STATES:
+        return _update(runs.filter(state__in=sources), target, values)
+    # Into history (cancelled, skipped): the runs move to the day's partition, and their attempts follow.
+    # `runs` names runs, never their state (the state condition is this function's), so the runs moved
+    # are those of `runs` now in `target` on that day; their attempts still open go there too.
+    day = values.setdefault("history_day", partitions.history_day(values["finished_at"]))
+    with transaction.atomic(savepoint=False):
+        moved = _update(runs.filter(state__in=sources), target, values)
+        if moved:
+            there = runs.filter(state=target, history_day=day).values("pk")
+            Attempt.objects.filter(history_day=OPEN_DAY, run_id__in=there).update(history_day=day)
+    return moved
+
+
+def _update(runs, target, values):
     if not move_log.enabled():
         return runs.update(state=target, **values)
     # The move log names each run moved: lock them, move exactly those, log them once committed.
@@ -94,6 +119,35 @@ def _move(runs, source, target, **values):
         )
         move_log.moved(rows, target)
     return moved
+
+
+def _attempts_follow(run_ids, day):
+    """Move the attempts of these runs to the partition their runs are moving to (an attempt lives with its run)."""
+    attempts = Attempt.objects.filter(run_id__in=run_ids)
+    if day == OPEN_DAY:
+        return attempts.exclude(history_day=OPEN_DAY).update(history_day=day)
+    return attempts.filter(history_day=OPEN_DAY).update(history_day=day)
+
+
+def _moved_away(error):
+    """PostgreSQL's refusal to lock or update a row that a concurrent transaction moved to another partition."""
+    cause = error.__cause__
+    return getattr(cause, "sqlstate", None) == "40001" and "moved to another partition" in str(cause)
+
+
+def _again_if_moved(step, *args, **kwargs):
+    """`step(...)`, once more if a row it locked was moved to history under it (see the module docstring).
+
+    Only on its own: inside a caller's transaction the error is the caller's to retry.
+    """
+    if connection.in_atomic_block:
+        return step(*args, **kwargs)
+    try:
+        return step(*args, **kwargs)
+    except OperationalError as error:
+        if not _moved_away(error):
+            raise
+        return step(*args, **kwargs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +229,8 @@ def lease_runs(run_ids, worker_id, lease_seconds, *, now=None):
 
 def heartbeat(run_id, fencing_token, lease_seconds, *, now=None):
     """Extend a lease; returns the new expiry. Raises StaleLease if the caller lost it."""
-    rows = sql.execute("heartbeat", {"id": run_id, "token": fencing_token, "lease": lease_seconds, "now": now})
+    params = {"id": run_id, "token": fencing_token, "lease": lease_seconds, "now": now}
+    rows = _again_if_moved(lambda: sql.execute("heartbeat", params))
     if not rows:
         metrics.heartbeat_refused()
         move_log.refused("heartbeat_refused", {run_id: (fencing_token, {})})
@@ -192,7 +247,7 @@ def start_attempt(run_id, fencing_token, worker_id, lease_seconds, *, dispatched
     was already taken over (a message delivered twice): that message must not run.
     """
     params = {"id": run_id, "token": fencing_token, "worker": worker_id, "dispatched_by": dispatched_by}
-    rows = sql.execute("start_attempt", {**params, "lease": lease_seconds, "now": now})
+    rows = _again_if_moved(lambda: sql.execute("start_attempt", {**params, "lease": lease_seconds, "now": now}))
     if not rows:
         move_log.refused("start_refused", {run_id: (fencing_token, {})}, worker=worker_id)
         raise StaleLease(f"run {run_id}: fencing token {fencing_token} is not a lease waiting for its executor")
@@ -219,6 +274,10 @@ def complete_many(completions, *, now=None):
     """
     if not completions:
         return {}
+    return _again_if_moved(_complete_in_transaction, completions, now)
+
+
+def _complete_in_transaction(completions, now):
     with transaction.atomic(savepoint=False):
         return complete_runs(completions, now=now)
 
@@ -248,6 +307,10 @@ def reap(*, now=None, limit=1000):
     Returns {run_id: new state}. A crash halfway leaves each run either
     untouched or fully moved (one transaction); the next pass continues.
     """
+    return _again_if_moved(_reap_in_transaction, now, limit)
+
+
+def _reap_in_transaction(now, limit):
     with transaction.atomic():
         return expire_leases(now=now, limit=limit)
 
@@ -314,7 +377,7 @@ def cancel_leases_of_job(job_id, *, reason, now=None):
     """
     now = now or timezone.now()
     with transaction.atomic():
-        runs = list(Run.objects.select_for_update().filter(job_id=job_id, state=S.LEASED))
+        runs = list(Run.objects.select_for_update().filter(job_id=job_id, state=S.LEASED, history_day=OPEN_DAY))
         for run in runs:
             _cancel_leased(run, reason, now)
     return len(runs)
@@ -347,7 +410,10 @@ def _cancel_leased(run, reason, now):
 @moves((S.SCHEDULED, S.CANCELLED), (S.RETRY_WAIT, S.CANCELLED), (S.LEASED, S.CANCELLED))
 def cancel_run(run, *, reason, now=None):
     """Cancel one run that has not finished. Returns True if this call cancelled it."""
-    now = now or timezone.now()
+    return _again_if_moved(_cancel_run, run, reason, now or timezone.now())
+
+
+def _cancel_run(run, reason, now):
     with transaction.atomic():
         current = Run.objects.select_for_update().filter(pk=run.pk).first()
         if current is None or current.is_terminal:
@@ -407,17 +473,21 @@ def replay_many(dead_letters, *, actor, now=None):
             .values_list("pk", flat=True)
         )
         letters = [d for d in letters if d.run_id in dead]
-        DeadLetter.objects.filter(pk__in=[d.pk for d in letters]).update(replayed_at=now, resolved_by=actor)
+        resolved = {"resolved_by": actor, "history_day": partitions.history_day(now)}  # the letters go into history
+        DeadLetter.objects.filter(pk__in=[d.pk for d in letters]).update(replayed_at=now, **resolved)
         budgets = dict(
             JobDefinition.objects.filter(pk__in={d.job_id for d in letters}).values_list("pk", "max_attempts")
         )
         by_budget = {}
         for d in letters:
             by_budget.setdefault(budgets[d.job_id], []).append(d.run_id)
-        fresh = {"available_at": now, "finished_at": None, "last_error": ""}
+        # Pending again, so open (a dead run stays open while its letter is; one from before the
+        # partitions may not have), its attempts with it.
+        fresh = {"available_at": now, "finished_at": None, "last_error": "", "history_day": OPEN_DAY}
         for budget, run_ids in by_budget.items():
             runs = Run.objects.filter(pk__in=run_ids)
             _move(runs, S.DEAD, S.SCHEDULED, max_attempts=F("attempt") + budget, **fresh)
+            _attempts_follow(run_ids, OPEN_DAY)
     return letters
 
 
@@ -427,12 +497,23 @@ def replay(dead_letter, *, actor, now=None):
 
 
 def discard_many(dead_letters, *, actor, now=None):
-    """Close these open dead letters without running them again; returns those discarded (runs stay dead)."""
+    """Close these open dead letters without running them again; returns those discarded (runs stay dead).
+
+    Letters and their dead runs (with their attempts) go into history, the partition of today: retention
+    drops them once the retention has passed since the discard, never while a letter was open.
+    """
+    now = now or timezone.now()
     with transaction.atomic():
         letters = locked(dead_letters, replayed_at=None, discarded_at=None)
+        day = partitions.history_day(now)
         DeadLetter.objects.filter(pk__in=[d.pk for d in letters]).update(
-            discarded_at=now or timezone.now(), resolved_by=actor
+            discarded_at=now, resolved_by=actor, history_day=day
         )
+        # A dead run changes only through its open letter, which is locked here (replay locks it too).
+        dead = Run.objects.filter(pk__in=[d.run_id for d in letters], state=S.DEAD, history_day=OPEN_DAY)
+        run_ids = list(dead.values_list("pk", flat=True))
+        _attempts_follow(run_ids, day)
+        Run.objects.filter(pk__in=run_ids).update(history_day=day)
     return letters
 
 

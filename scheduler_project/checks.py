@@ -64,6 +64,7 @@ def duetime_settings(app_configs, **kwargs):
     errors.extend(_metrics_errors())
     errors.extend(_default_jitter_errors())
     errors.extend(_move_log_errors())
+    errors.extend(_retention_errors())
     return errors
 
 
@@ -183,3 +184,15 @@ def _move_log_errors():
             id="duetime.E030",
         )
     ]
+
+
+def _retention_errors():
+    """History is kept whole days (runs/retention.py drops a day's partitions at once): at least one."""
+    value = settings.DUETIME_RETENTION_DAYS
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        return [
+            Error(
+                f"DUETIME_RETENTION_DAYS must be a whole number of days, 1 or more, not {value!r}.", id="duetime.E050"
+            )
+        ]
+    return []

@@ -241,6 +241,9 @@ DUETIME_AUTH_FAILURES_PER_MINUTE = env.int("DUETIME_AUTH_FAILURES_PER_MINUTE", d
 DUETIME_TOKEN_REQUESTS_PER_MINUTE = env.int("DUETIME_TOKEN_REQUESTS_PER_MINUTE", default=6000)
 DUETIME_HTTP_ALLOW_PRIVATE = env.bool("DUETIME_HTTP_ALLOW_PRIVATE", default=False)
 DUETIME_IDEMPOTENCY_TTL_HOURS = env.int("DUETIME_IDEMPOTENCY_TTL_HOURS", default=24)
+# Days a finished run (with its attempts) and a resolved dead letter are kept (runs/retention.py); dead runs
+# with an open dead letter are kept until it is resolved. Whole days: history is partitioned by day.
+DUETIME_RETENTION_DAYS = env.int("DUETIME_RETENTION_DAYS", default=30)
 DUETIME_LIVE_POLL_SECONDS = env.float("DUETIME_LIVE_POLL_SECONDS", default=1.0)
 # Metrics and the canaries (runs/metrics.py, runs/canary.py, docs/operations.md). Scheduler, worker and
 # dispatcher serve /metrics on DUETIME_METRICS_ADDR, port DUETIME_METRICS_PORT + 0, 1, 2 (0: off; their

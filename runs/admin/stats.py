@@ -20,7 +20,7 @@ from django.db.models import Count, Min, Q
 
 from dlq.models import DeadLetter
 from jobs.models import SYSTEM_TENANT, JobDefinition, Tenant
-from runs.models import Attempt, Run, TenantMinute
+from runs.models import Attempt, JobDay, Run, TenantMinute
 from scheduler_project.admin.counts import capped_count
 from scheduler_project.admin.lateness import summary
 
@@ -137,6 +137,28 @@ def dead_letters_per_hour(tenant, now):
     for at in _dead_letters(tenant, start).order_by().values_list("dead_at", flat=True)[:100_000]:
         counts[min(24, int((at - start) / HOUR))] += 1
     return [{"at": start + i * HOUR, "count": c} for i, c in enumerate(counts)]
+
+
+def job_days(job, now, days=400):
+    """One point per UTC day of `job`'s last `days` (JobDay rollups, kept 400 days: longer than the runs).
+
+    Returns {"points": [{"at", "p50", "p95", "p99", "count", "succeeded", "failed"}], "overall": {...}};
+    `failed` counts every attempt that did not succeed.
+    """
+    start = (now - dt.timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    rows = {row.day: row for row in JobDay.objects.filter(job=job, day__gte=start, day__lte=now)}
+    points = []
+    for index in range(days):
+        at = start + dt.timedelta(days=index)
+        row = rows.get(at)
+        failed = row.failed + row.timed_out + row.lease_expired + row.stale if row else 0
+        points.append(
+            {"at": at, **summary([row] if row else []), "succeeded": row.succeeded if row else 0, "failed": failed}
+        )
+    overall = summary(rows.values())
+    overall["succeeded"] = sum(p["succeeded"] for p in points)
+    overall["failed"] = sum(p["failed"] for p in points)
+    return {"points": points, "overall": overall}
 
 
 def job_history(job, limit=30):

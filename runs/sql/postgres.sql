@@ -1,6 +1,10 @@
 -- Hot-path queries for PostgreSQL. Same names as sqlite.sql; each name is the
 -- Python function that runs it (through runs.sql.execute). `%(now)s` is NULL in production, so the
 -- database clock decides; tests pass a fixed instant.
+-- History is partitioned by day (runs/partitions.py): every query of open runs names
+-- history_day = '9999-12-31' as a constant, so the planner prunes to the open partitions and
+-- a claim, heartbeat or completion never reads history. A run that succeeds moves to
+-- its day's partition in the statement that finishes it, with its attempts.
 -- statement_timestamp() rather than now(): a claim waits for its tenant lock,
 -- and its lease must be measured from when the statement ran.
 
@@ -28,11 +32,12 @@ SELECT set_config('lock_timeout', %(lock_timeout)s, true),
 -- the row as it is then: once a pause commits, no claim leases those runs.
 WITH RECURSIVE with_work(id) AS (
     (SELECT r.tenant_id FROM runs_run r
-     WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id >= coalesce(%(tenant)s::bigint, 0)
+     WHERE r.state IN ('scheduled', 'retry_wait') AND r.history_day = '9999-12-31'
+       AND r.tenant_id >= coalesce(%(tenant)s::bigint, 0)
      ORDER BY r.tenant_id LIMIT 1)
     UNION ALL
     SELECT (SELECT r.tenant_id FROM runs_run r
-            WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id > w.id
+            WHERE r.state IN ('scheduled', 'retry_wait') AND r.history_day = '9999-12-31' AND r.tenant_id > w.id
             ORDER BY r.tenant_id LIMIT 1)
     FROM with_work w
     WHERE w.id IS NOT NULL AND %(tenant)s::bigint IS NULL
@@ -49,7 +54,7 @@ WHERE (%(tenant)s::bigint IS NULL OR t.id = %(tenant)s::bigint)
     CROSS JOIN LATERAL (
       SELECT 1 FROM runs_run r
       WHERE r.tenant_id = t.id AND r.queue = q.name AND r.priority = p.priority
-        AND r.state IN ('scheduled', 'retry_wait')
+        AND r.state IN ('scheduled', 'retry_wait') AND r.history_day = '9999-12-31'
         AND r.available_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
       LIMIT 1
     ) AS due
@@ -67,11 +72,12 @@ FOR NO KEY UPDATE OF t SKIP LOCKED;
 -- a lock timeout as "nothing to claim".
 WITH RECURSIVE with_work(id) AS (
     (SELECT r.tenant_id FROM runs_run r
-     WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id >= coalesce(%(tenant)s::bigint, 0)
+     WHERE r.state IN ('scheduled', 'retry_wait') AND r.history_day = '9999-12-31'
+       AND r.tenant_id >= coalesce(%(tenant)s::bigint, 0)
      ORDER BY r.tenant_id LIMIT 1)
     UNION ALL
     SELECT (SELECT r.tenant_id FROM runs_run r
-            WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id > w.id
+            WHERE r.state IN ('scheduled', 'retry_wait') AND r.history_day = '9999-12-31' AND r.tenant_id > w.id
             ORDER BY r.tenant_id LIMIT 1)
     FROM with_work w
     WHERE w.id IS NOT NULL AND %(tenant)s::bigint IS NULL
@@ -88,7 +94,7 @@ WHERE (%(tenant)s::bigint IS NULL OR t.id = %(tenant)s::bigint)
     CROSS JOIN LATERAL (
       SELECT 1 FROM runs_run r
       WHERE r.tenant_id = t.id AND r.queue = q.name AND r.priority = p.priority
-        AND r.state IN ('scheduled', 'retry_wait')
+        AND r.state IN ('scheduled', 'retry_wait') AND r.history_day = '9999-12-31'
         AND r.available_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
       LIMIT 1
     ) AS due
@@ -117,7 +123,7 @@ WITH candidates AS (
         SELECT r.id, r.tenant_id, r.job_id, r.priority, r.origin, r.available_at
         FROM runs_run r
         WHERE r.tenant_id = t.id AND r.queue = q.name AND r.priority = p.priority
-          AND r.state IN ('scheduled', 'retry_wait')
+          AND r.state IN ('scheduled', 'retry_wait') AND r.history_day = '9999-12-31'
           AND r.available_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
           -- A filter, not a join: a join lets the planner start from the jobs
           -- and sort every due run; this keeps the index order and the LIMIT.
@@ -133,7 +139,8 @@ WITH candidates AS (
 rooms AS MATERIALIZED (
     SELECT t.id AS tenant_id,
            t.max_concurrent_runs
-             - (SELECT count(*) FROM runs_run l WHERE l.tenant_id = t.id AND l.state = 'leased') AS room
+             - (SELECT count(*) FROM runs_run l
+                WHERE l.tenant_id = t.id AND l.state = 'leased' AND l.history_day = '9999-12-31') AS room
     FROM jobs_tenant t
     WHERE t.id = ANY(%(tenants)s::bigint[])
 ),
@@ -141,7 +148,8 @@ gates AS MATERIALIZED (
     SELECT j.id AS job_id, j.concurrency, j.overlap_policy,
            CASE WHEN j.concurrency IS NOT NULL OR j.overlap_policy <> 'allow'
                 THEN (SELECT count(*) FROM runs_run l
-                      WHERE l.tenant_id = j.tenant_id AND l.job_id = j.id AND l.state = 'leased')
+                      WHERE l.tenant_id = j.tenant_id AND l.job_id = j.id AND l.state = 'leased'
+                        AND l.history_day = '9999-12-31')
                 ELSE 0 END AS job_leased
     FROM jobs_jobdefinition j
     WHERE j.id IN (SELECT DISTINCT job_id FROM candidates)
@@ -167,7 +175,7 @@ SET state = 'leased',
     lease_expires_at = coalesce(%(now)s::timestamptz, statement_timestamp())
         + make_interval(secs => least(%(lease)s, r.timeout_seconds))
 FROM unnest(%(ids)s::bigint[]) AS chosen(id), jobs_jobdefinition j
-WHERE r.id = chosen.id AND j.id = r.job_id
+WHERE r.id = chosen.id AND r.history_day = '9999-12-31' AND j.id = r.job_id
 RETURNING r.id, r.tenant_id, r.job_id, j.name, j.target_kind, j.target_ref, r.queue, r.attempt,
           r.max_attempts, r.idempotency_key, r.fencing_token, r.payload, r.due_at, r.available_at,
           r.started_at, r.lease_expires_at, r.timeout_seconds;
@@ -180,7 +188,7 @@ UPDATE runs_run
 SET lease_expires_at = least(
         coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => %(lease)s),
         started_at + make_interval(secs => timeout_seconds))
-WHERE id = %(id)s AND fencing_token = %(token)s
+WHERE id = %(id)s AND history_day = '9999-12-31' AND fencing_token = %(token)s
   -- `state || ''`: not the partial index's predicate, so this stays a
   -- primary-key lookup even when run_leased_by_owner's statistics say empty.
   AND state || '' = 'leased'
@@ -197,10 +205,20 @@ RETURNING lease_expires_at;
 -- uniform(0, min(retry_max, retry_base * 2^(n-1))).
 -- Each moved run comes back with its job, tenant, attempt, token, key and holder: the
 -- metrics and the move log (runs/move_log.py) read those rows, never the runs again.
+-- A run that succeeds goes into history: its row moves to the partition of `day` (the newest
+-- listed day on or before today, runs/partitions.py), and so do its attempts, the one
+-- written here and any earlier ones (`earlier`). A run that dies stays open with its
+-- dead letter until someone replays or discards it.
 WITH input AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(outcomes)s::text[],
                          %(errors)s::text[], %(retryable)s::boolean[], %(results)s::text[])
            AS i(id, token, outcome, error, retryable, result)
+),
+day AS (
+    SELECT coalesce(
+        (SELECT max(day) FROM runs_history_day
+         WHERE day <= (coalesce(%(now)s::timestamptz, statement_timestamp()) AT TIME ZONE 'UTC')::date),
+        (SELECT min(day) FROM runs_history_day)) AS history_day
 ),
 held AS (
     SELECT r.id, r.attempt, r.max_attempts, r.fencing_token, r.worker_id, r.available_at, r.started_at,
@@ -216,7 +234,7 @@ held AS (
         -- from an ANALYZE taken while nothing was leased) to scan every
         -- leased run per completion: this stays one primary-key lookup.
         SELECT * FROM runs_run r
-        WHERE r.id = i.id AND r.fencing_token = i.token AND r.state || '' = 'leased'
+        WHERE r.id = i.id AND r.history_day = '9999-12-31' AND r.fencing_token = i.token AND r.state || '' = 'leased'
         FOR NO KEY UPDATE
     ) r
     JOIN jobs_jobdefinition j ON j.id = r.job_id
@@ -230,22 +248,31 @@ moved AS (
                             ELSE r.available_at END,
         finished_at = CASE WHEN h.next_state = 'retry_wait' THEN NULL
                            ELSE coalesce(%(now)s::timestamptz, statement_timestamp()) END,
-        last_error = h.error
-    FROM held h
-    WHERE r.id = h.id
+        last_error = h.error,
+        history_day = CASE WHEN h.next_state = 'succeeded' THEN d.history_day ELSE r.history_day END
+    FROM held h, day d
+    WHERE r.id = h.id AND r.history_day = '9999-12-31'
     RETURNING r.id, r.state, r.available_at, r.job_id, r.tenant_id, r.attempt, r.fencing_token, r.idempotency_key,
               r.worker_id, r.queue, r.priority, h.job_name
 ),
 attempts AS (
     INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error,
-                              return_value)
+                              return_value, history_day)
     SELECT h.id, h.attempt, h.fencing_token, h.worker_id, h.available_at, h.started_at,
-           coalesce(%(now)s::timestamptz, statement_timestamp()), h.outcome, h.error, h.result::jsonb
-    FROM held h
+           coalesce(%(now)s::timestamptz, statement_timestamp()), h.outcome, h.error, h.result::jsonb,
+           CASE WHEN h.next_state = 'succeeded' THEN d.history_day ELSE DATE '9999-12-31' END
+    FROM held h, day d
+),
+earlier AS (
+    UPDATE runs_attempt a
+    SET history_day = d.history_day
+    FROM held h, day d
+    WHERE h.next_state = 'succeeded' AND h.attempt > 1 AND a.run_id = h.id AND a.history_day = '9999-12-31'
 ),
 dead AS (
-    INSERT INTO dlq_deadletter (run_id, job_id, tenant_id, last_error, dead_at, resolved_by)
-    SELECT h.id, h.job_id, h.tenant_id, h.error, coalesce(%(now)s::timestamptz, statement_timestamp()), ''
+    INSERT INTO dlq_deadletter (run_id, job_id, tenant_id, last_error, dead_at, resolved_by, history_day)
+    SELECT h.id, h.job_id, h.tenant_id, h.error, coalesce(%(now)s::timestamptz, statement_timestamp()), '',
+           DATE '9999-12-31'
     FROM held h
     WHERE h.next_state = 'dead'
 )
@@ -270,7 +297,8 @@ WITH held AS (
            random() * least(j.retry_max_seconds, j.retry_base_seconds * power(2, r.attempt - 1)) AS backoff
     FROM runs_run r
     JOIN jobs_jobdefinition j ON j.id = r.job_id
-    WHERE r.state = 'leased' AND r.lease_expires_at < coalesce(%(now)s::timestamptz, statement_timestamp())
+    WHERE r.state = 'leased' AND r.history_day = '9999-12-31'
+      AND r.lease_expires_at < coalesce(%(now)s::timestamptz, statement_timestamp())
     ORDER BY r.lease_expires_at
     LIMIT %(n)s
     FOR NO KEY UPDATE OF r SKIP LOCKED
@@ -286,22 +314,23 @@ moved AS (
         last_error = CASE WHEN h.outcome = 'timed_out' THEN 'timed out: ran longer than the job''s timeout_seconds'
                           ELSE 'lease expired: worker ' || h.worker_id || ' stopped heartbeating' END
     FROM held h
-    WHERE r.id = h.id
+    WHERE r.id = h.id AND r.history_day = '9999-12-31'
     RETURNING r.id, r.state, r.available_at, r.job_id, r.tenant_id, r.attempt, r.fencing_token, r.idempotency_key,
               r.worker_id, r.queue, r.priority, h.job_name, h.outcome
 ),
 attempts AS (
-    INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error)
+    INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error,
+                              history_day)
     SELECT h.id, h.attempt, h.fencing_token, h.worker_id, h.available_at, h.started_at,
            coalesce(%(now)s::timestamptz, statement_timestamp()), h.outcome,
-           CASE WHEN h.outcome = 'timed_out' THEN 'timed out' ELSE 'lease expired' END
+           CASE WHEN h.outcome = 'timed_out' THEN 'timed out' ELSE 'lease expired' END, DATE '9999-12-31'
     FROM held h
 ),
 dead AS (
-    INSERT INTO dlq_deadletter (run_id, job_id, tenant_id, last_error, dead_at, resolved_by)
+    INSERT INTO dlq_deadletter (run_id, job_id, tenant_id, last_error, dead_at, resolved_by, history_day)
     SELECT h.id, h.job_id, h.tenant_id,
            CASE WHEN h.outcome = 'timed_out' THEN 'timed out' ELSE 'lease expired' END,
-           coalesce(%(now)s::timestamptz, statement_timestamp()), ''
+           coalesce(%(now)s::timestamptz, statement_timestamp()), '', DATE '9999-12-31'
     FROM held h
     WHERE h.next_state = 'dead'
 )
@@ -318,20 +347,37 @@ SELECT nextval('runs_fencing_token_seq') FROM generate_series(1, %(n)s);
 -- enqueue.insert_runs: insert new runs, one JSON object per run, in one
 -- statement whatever their number (one plan, not one VALUES row each).
 -- Datetimes arrive as UTC wall times. A new run has no attempt, lease or
--- error yet, so those columns are constants here. A row that would break a
--- unique constraint (the job's occurrence or the API key is taken) is passed
--- over; RETURNING names the rows that went in.
+-- error yet, so those columns are constants here. A row that would repeat
+-- the job's occurrence or a caller's key is passed over; RETURNING names the
+-- rows that went in. Two guards, because a unique index of a partitioned table
+-- must hold the partition key: the open partition's unique indexes (ON
+-- CONFLICT: two inserts at once, or a run still open), and the NOT EXISTS
+-- probes of every partition (the first run of that key already in history;
+-- one index probe per day partition). A run that finished while this statement
+-- ran is not in its snapshot: runs.enqueue.enqueue checks again after the
+-- insert for the callers' keys; occurrences are inserted under their job's lock.
+-- A run inserted finished (a skipped summary) goes straight into history.
 INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
                       idempotency_key, worker_id, queue, priority, shard, payload, finished_at, last_error, reason,
-                      covers_until, created_at)
+                      covers_until, created_at, history_day)
 SELECT r.job_id, r.tenant_id, r.origin, r.due_at AT TIME ZONE 'UTC', r.available_at AT TIME ZONE 'UTC', r.state, 0,
        r.max_attempts, r.timeout_seconds, r.idempotency_key, '', r.queue, r.priority, r.shard, r.payload,
-       r.finished_at AT TIME ZONE 'UTC', '', r.reason, r.covers_until AT TIME ZONE 'UTC', %(created_at)s
+       r.finished_at AT TIME ZONE 'UTC', '', r.reason, r.covers_until AT TIME ZONE 'UTC', %(created_at)s,
+       CASE WHEN r.state IN ('succeeded', 'cancelled', 'skipped')
+            THEN coalesce((SELECT max(h.day) FROM runs_history_day h WHERE h.day <= r.finished_at::date),
+                          (SELECT min(h.day) FROM runs_history_day h))
+            ELSE DATE '9999-12-31' END
 FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(job_id bigint, tenant_id bigint, origin text, due_at timestamp,
                                               available_at timestamp, state text, max_attempts integer,
                                               timeout_seconds integer, idempotency_key text, queue text,
                                               priority smallint, shard smallint, payload jsonb,
                                               finished_at timestamp, reason text, covers_until timestamp)
+WHERE NOT (r.origin = 'schedule' AND EXISTS (
+          SELECT 1 FROM runs_run o
+          WHERE o.origin = 'schedule' AND o.job_id = r.job_id AND o.due_at = r.due_at AT TIME ZONE 'UTC'))
+  AND NOT (r.origin = 'api' AND EXISTS (
+          SELECT 1 FROM runs_run o
+          WHERE o.origin = 'api' AND o.tenant_id = r.tenant_id AND o.idempotency_key = r.idempotency_key))
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, idempotency_key;
 
@@ -355,7 +401,7 @@ SET worker_id = %(worker)s,
     lease_expires_at = coalesce(%(now)s::timestamptz, statement_timestamp())
         + make_interval(secs => least(%(lease)s, timeout_seconds))
 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
-WHERE id = %(id)s AND fencing_token = %(token)s AND worker_id = %(dispatched_by)s
+WHERE id = %(id)s AND history_day = '9999-12-31' AND fencing_token = %(token)s AND worker_id = %(dispatched_by)s
   -- `state || ''`: a primary-key lookup, as in heartbeat.
   AND state || '' = 'leased'
 RETURNING lease_expires_at;
@@ -369,7 +415,7 @@ RETURNING lease_expires_at;
 -- hundred groups instead of reading every attempt into Python. `last_id` is
 -- the highest attempt id folded (the cursor's next value), on every row.
 WITH span AS MATERIALIZED (
-    SELECT a.id, a.attempt, a.started_at, a.ended_at, a.outcome, a.available_at, a.run_id
+    SELECT a.id, a.attempt, a.started_at, a.ended_at, a.outcome, a.available_at, a.run_id, a.history_day
     FROM runs_attempt a
     WHERE a.id > %(after)s
     ORDER BY a.id
@@ -385,7 +431,8 @@ settled AS MATERIALIZED (
            CASE WHEN s.attempt = 1
                 THEN greatest(0, floor(extract(epoch FROM s.started_at - greatest(s.available_at, r.created_at)) * 1000))::bigint
            END AS ms
-    FROM span s JOIN runs_run r ON r.id = s.run_id, cut
+    -- An attempt lives in its run's partition (same history_day): one probe of it, not of every day.
+    FROM span s JOIN runs_run r ON r.id = s.run_id AND r.history_day = s.history_day, cut
     WHERE s.id < cut.first_unsettled
 )
 SELECT tenant_id, job_id, date_trunc('minute', started_at) AS started_minute,

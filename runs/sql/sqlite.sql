@@ -137,24 +137,36 @@ RETURNING lease_expires_at;
 -- before retry n is full jitter: uniform(0, min(retry_max, retry_base * 2^(n-1))).
 -- Each moved run comes back with its job, tenant, attempt, token, key and holder: the
 -- metrics and the move log (runs/move_log.py) read those rows, never the runs again.
+-- A run that succeeds goes into history (history_day: today), its attempts with it; a run
+-- that dies stays open (9999-12-31) with its dead letter, as on PostgreSQL.
 WITH input AS (
     SELECT i.value AS id, %(tokens)s ->> i.key AS token, %(outcomes)s ->> i.key AS outcome,
            %(errors)s ->> i.key AS error, %(retryable)s ->> i.key AS retryable, %(results)s ->> i.key AS result
     FROM json_each(%(ids)s) i
 )
 INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error,
-                          return_value)
+                          return_value, history_day)
 SELECT r.id, r.attempt, r.fencing_token, r.worker_id, r.available_at, r.started_at, %(now)s, i.outcome, i.error,
-       i.result
+       i.result, '9999-12-31'
 FROM input i
 JOIN runs_run r ON r.id = i.id AND r.fencing_token = i.token AND r.state = 'leased';
+WITH input AS (
+    SELECT i.value AS id, %(tokens)s ->> i.key AS token, %(outcomes)s ->> i.key AS outcome
+    FROM json_each(%(ids)s) i
+)
+UPDATE runs_attempt
+SET history_day = date(%(now)s)
+WHERE history_day = '9999-12-31'
+  AND run_id IN (SELECT r.id FROM input i
+                 JOIN runs_run r ON r.id = i.id AND r.fencing_token = i.token AND r.state = 'leased'
+                 WHERE i.outcome = 'succeeded');
 WITH input AS (
     SELECT i.value AS id, %(tokens)s ->> i.key AS token, %(outcomes)s ->> i.key AS outcome,
            %(errors)s ->> i.key AS error, %(retryable)s ->> i.key AS retryable
     FROM json_each(%(ids)s) i
 )
-INSERT INTO dlq_deadletter (run_id, job_id, tenant_id, last_error, dead_at, resolved_by)
-SELECT r.id, r.job_id, r.tenant_id, i.error, %(now)s, ''
+INSERT INTO dlq_deadletter (run_id, job_id, tenant_id, last_error, dead_at, resolved_by, history_day)
+SELECT r.id, r.job_id, r.tenant_id, i.error, %(now)s, '', '9999-12-31'
 FROM input i
 JOIN runs_run r ON r.id = i.id AND r.fencing_token = i.token AND r.state = 'leased'
 WHERE i.outcome <> 'succeeded' AND NOT (i.retryable AND r.attempt < r.max_attempts);
@@ -181,7 +193,8 @@ SET state = h.next_state,
                         WHEN strftime('%%f', h.retry_day) LIKE '%%.000' THEN strftime('%%Y-%%m-%%d %%H:%%M:%%S', h.retry_day)
                         ELSE strftime('%%Y-%%m-%%d %%H:%%M:%%f', h.retry_day) || '000' END,
     finished_at = CASE WHEN h.next_state = 'retry_wait' THEN NULL ELSE %(now)s END,
-    last_error = h.error
+    last_error = h.error,
+    history_day = CASE WHEN h.next_state = 'succeeded' THEN date(%(now)s) ELSE runs_run.history_day END
 FROM held h
 WHERE runs_run.id = h.id
 RETURNING id, state, available_at, job_id, tenant_id, attempt, fencing_token, idempotency_key, worker_id, queue,
@@ -201,14 +214,16 @@ WITH held AS (
     ORDER BY r.lease_expires_at, r.id
     LIMIT %(n)s
 )
-INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error)
+INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error,
+                          history_day)
 SELECT h.id, h.attempt, h.fencing_token, h.worker_id, h.available_at, h.started_at, %(now)s,
        CASE WHEN strftime('%%Y-%%m-%%d %%H:%%M:%%f', h.lease_expires_at)
                  >= strftime('%%Y-%%m-%%d %%H:%%M:%%f', h.started_at, '+' || h.timeout_seconds || ' seconds')
             THEN 'timed_out' ELSE 'lease_expired' END,
        CASE WHEN strftime('%%Y-%%m-%%d %%H:%%M:%%f', h.lease_expires_at)
                  >= strftime('%%Y-%%m-%%d %%H:%%M:%%f', h.started_at, '+' || h.timeout_seconds || ' seconds')
-            THEN 'timed out' ELSE 'lease expired' END
+            THEN 'timed out' ELSE 'lease expired' END,
+       '9999-12-31'
 FROM held h;
 WITH held AS (
     SELECT r.* FROM runs_run r
@@ -216,12 +231,12 @@ WITH held AS (
     ORDER BY r.lease_expires_at, r.id
     LIMIT %(n)s
 )
-INSERT INTO dlq_deadletter (run_id, job_id, tenant_id, last_error, dead_at, resolved_by)
+INSERT INTO dlq_deadletter (run_id, job_id, tenant_id, last_error, dead_at, resolved_by, history_day)
 SELECT h.id, h.job_id, h.tenant_id,
        CASE WHEN strftime('%%Y-%%m-%%d %%H:%%M:%%f', h.lease_expires_at)
                  >= strftime('%%Y-%%m-%%d %%H:%%M:%%f', h.started_at, '+' || h.timeout_seconds || ' seconds')
             THEN 'timed out' ELSE 'lease expired' END,
-       %(now)s, ''
+       %(now)s, '', '9999-12-31'
 FROM held h
 WHERE h.attempt >= h.max_attempts;
 WITH held AS (
@@ -276,12 +291,14 @@ SELECT value FROM reserved;
 -- names the rows that went in.
 INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
                       idempotency_key, worker_id, queue, priority, shard, payload, finished_at, last_error, reason,
-                      covers_until, created_at)
+                      covers_until, created_at, history_day)
 SELECT r.value ->> 'job_id', r.value ->> 'tenant_id', r.value ->> 'origin', r.value ->> 'due_at',
        r.value ->> 'available_at', r.value ->> 'state', 0, r.value ->> 'max_attempts', r.value ->> 'timeout_seconds',
        r.value ->> 'idempotency_key', '', r.value ->> 'queue', r.value ->> 'priority', r.value ->> 'shard',
        r.value -> 'payload', r.value ->> 'finished_at', '', r.value ->> 'reason', r.value ->> 'covers_until',
-       %(created_at)s
+       %(created_at)s,
+       CASE WHEN r.value ->> 'state' IN ('succeeded', 'cancelled', 'skipped') THEN date(r.value ->> 'finished_at')
+            ELSE '9999-12-31' END
 FROM json_each(%(rows)s) r
 WHERE true
 ON CONFLICT DO NOTHING

@@ -13,10 +13,10 @@ from django.core.exceptions import ValidationError
 from bench import setup as bench_setup
 from jobs.models import JobDefinition, Tenant
 from jobs.quotas import QuotaExceeded
-from runs import backfill, controls, enqueue, materialize
+from runs import backfill, claims, controls, enqueue, materialize, transitions
 from runs.enqueue import Quota
-from runs.models import Run, RunQuerySet
-from tests.conftest import NOW
+from runs.models import OPEN_DAY, Run, RunQuerySet
+from tests.conftest import NOW, is_postgres  # noqa: F401 (is_postgres: the skipif below)
 
 
 def minutes(n):
@@ -37,6 +37,27 @@ def test_it_inserts_new_runs_and_passes_over_an_occurrence_already_there(every_m
     assert [run.due_at for run in first] == [NOW, NOW + minutes(1)] and all(run.pk for run in first)
     assert [run.due_at for run in again] == [NOW + minutes(2)], "the repeated occurrence is left out"
     assert Run.objects.filter(job=every_minute).count() == 3
+
+
+def finish(run, now):
+    """Lease `run` and complete it: on PostgreSQL its row then lives in a day partition, not the open one."""
+    (lease,) = claims.claim([run.queue], 1, "w-alice", now=now)
+    assert lease.run_id == run.pk
+    assert transitions.complete(run.pk, lease.fencing_token, "succeeded", now=now) == "succeeded"
+    assert Run.objects.get(pk=run.pk).history_day != OPEN_DAY
+
+
+def test_an_occurrence_is_passed_over_even_once_its_first_run_finished(every_minute):
+    (first,) = enqueue.insert_runs(enqueue.build_runs(every_minute, [NOW]))
+    finish(first, NOW + minutes(1))
+    assert enqueue.insert_runs(enqueue.build_runs(every_minute, [NOW, NOW + minutes(1)]))[0].due_at == NOW + minutes(1)
+    assert Run.objects.filter(job=every_minute, due_at=NOW).count() == 1
+
+
+def test_a_skipped_summary_inserted_twice_is_passed_over(every_minute):
+    rows = lambda: enqueue.skipped_rows(every_minute, [(NOW, None, 1, "missed")], NOW)  # noqa: E731
+    assert enqueue.insert_runs(rows()) and enqueue.insert_runs(rows()) == []
+    assert enqueue.insert_runs(enqueue.build_runs(every_minute, [NOW])) == [], "nor the occurrence it stands for"
 
 
 def test_it_writes_a_new_run_with_no_attempt_lease_or_error_yet(every_minute):
@@ -162,6 +183,37 @@ def test_it_returns_the_same_run_for_the_same_caller_key(acme, make_job):
     again, created_again = enqueue.enqueue(job, delay_seconds=5, idempotency_key="order-17", now=NOW)
     assert created and not created_again and again.pk == first.pk
     assert first.due_at == NOW + minutes(1) and first.idempotency_key == "order-17"
+
+
+def test_the_same_caller_key_returns_the_first_run_after_it_finished(acme, make_job):
+    job = make_job(acme, "oneoff")
+    first, _ = enqueue.enqueue(job, idempotency_key="order-17", now=NOW)
+    finish(first, NOW)
+    again, created = enqueue.enqueue(job, idempotency_key="order-17", now=NOW + minutes(5))
+    assert not created and again.pk == first.pk and again.state == "succeeded"
+    rows = enqueue.build_runs(job, [NOW], origin=Run.Origin.API, key="order-17")
+    assert enqueue.insert_runs(rows) == [], "insert_runs passes it over too"
+
+
+@pytest.mark.skipif("not is_postgres()", reason="SQLite's unique constraint never lets a second run of a key in")
+def test_a_key_whose_first_run_finished_during_the_insert_answers_with_that_run(acme, make_job, monkeypatch):
+    # The race: the first run of the key finishes (moves to history) while the second call's insert
+    # runs, so neither that statement's snapshot nor the open partition's unique index sees it.
+    job = make_job(acme, "oneoff")
+    first, _ = enqueue.enqueue(job, idempotency_key="order-17", now=NOW)
+    finish(first, NOW)
+    blind = iter([None])  # the check before the insert ran before the first run existed
+    monkeypatch.setattr(enqueue, "_keyed_run", lambda job, key, real=enqueue._keyed_run: next(blind, real(job, key)))
+
+    def insert_blind(rows, **kwargs):  # what the insert would have done without seeing the first run
+        (row,) = rows
+        row.save()
+        return rows
+
+    monkeypatch.setattr(enqueue, "insert_runs", insert_blind)
+    again, created = enqueue.enqueue(job, idempotency_key="order-17", now=NOW + minutes(5))
+    assert not created and again.pk == first.pk
+    assert Run.objects.filter(idempotency_key="order-17").count() == 1, "the second insert was undone"
 
 
 def test_it_refuses_an_ambiguous_or_naive_run_time(acme, make_job):

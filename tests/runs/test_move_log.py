@@ -222,7 +222,9 @@ def test_the_batched_moves_log_without_a_query_of_their_own(job, make_run, lines
 def test_an_orm_move_reads_nothing_while_the_log_is_off(job, make_run, clock, django_assert_num_queries):
     run = make_run(job, due_at=clock.ahead(minutes=5))
     assert not move_log.enabled()
-    with django_assert_num_queries(1):
+    # The runs' move and their attempts' (into the day's history partition with them), in one transaction
+    # (SQLite counts its BEGIN and COMMIT); PostgreSQL first reads which day's partition that is.
+    with django_assert_num_queries(4 if connection.vendor == "sqlite" else 5):
         assert transitions.cancel_future_runs([job.pk], reason="job deleted", now=clock.now) == 1
     run.refresh_from_db()
     assert run.state == "cancelled"

@@ -137,3 +137,28 @@ def test_it_never_double_counts_when_two_schedulers_tick_at_once(acme, make_job,
     assert sum(counts) == 200
     assert sum(r.first_attempts for r in TenantMinute.objects.all()) == 200
     assert RollupCursor.objects.get(name="attempts").last_id > 0
+
+
+def test_it_adds_each_jobs_hours_up_into_days_kept_400_days(acme, make_job, make_run, make_attempt, clock):
+    from runs.admin.stats import job_days
+    from runs.models import JobDay
+
+    now, job = clock.advance(hours=3), make_job(acme, "a.job")  # 12:00 UTC
+    for hours_ago, late in ((1, 2), (2, 4), (13, 8)):  # two today (11:00, 10:00), one yesterday (23:00)
+        run = make_run(job, state="succeeded", due_at=now - dt.timedelta(hours=hours_ago))
+        make_attempt(
+            run, late=dt.timedelta(seconds=late), ended=now - dt.timedelta(hours=hours_ago) + dt.timedelta(seconds=30)
+        )
+    assert rollups.tick(now) == 3
+    days = {row.day.date(): row for row in JobDay.objects.filter(job=job)}
+    assert {day: (row.first_attempts, row.succeeded, row.lateness_ms_max) for day, row in days.items()} == {
+        now.date(): (2, 2, 4000),
+        now.date() - dt.timedelta(days=1): (1, 1, 8000),
+    }
+    shown = job_days(job, now)
+    assert len(shown["points"]) == 400 and shown["overall"]["count"] == 3 and shown["overall"]["succeeded"] == 3
+    # Pruned once older than 400 days (the runs themselves are long gone by then: runs.retention).
+    JobDay.objects.filter(job=job, day__date=now.date() - dt.timedelta(days=1)).update(day=now - rollups.DAY_RETENTION)
+    rollups._last_prune["at"] = None
+    rollups.prune(now + dt.timedelta(days=1))
+    assert [row.day.date() for row in JobDay.objects.filter(job=job)] == [now.date()]

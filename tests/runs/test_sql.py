@@ -28,7 +28,7 @@ def test_each_query_is_run_by_the_function_of_its_name():
 
 def test_a_query_of_several_statements_is_split_at_the_end_of_each():
     statements = sql.load("sqlite")["complete_runs"]
-    assert [s.split()[0] for s in statements] == ["WITH", "WITH", "WITH"]
+    assert [s.split()[0] for s in statements] == ["WITH", "WITH", "WITH", "WITH"]
     assert all(";" not in s for s in statements)
 
 

@@ -88,3 +88,11 @@ def test_it_refuses_a_move_log_that_is_neither_a_stream_nor_an_absolute_file_pat
     for bad in ("moves.jsonl", str(tmp_path / "missing" / "moves.jsonl"), str(tmp_path), "", "syslog"):
         settings.DUETIME_MOVE_LOG = bad
         assert ids(duetime_settings(None)) == ["duetime.E030"], bad
+
+
+def test_it_refuses_a_retention_that_is_not_a_whole_number_of_days(settings):
+    for bad in (0, -1, 1.5, "30"):
+        settings.DUETIME_RETENTION_DAYS = bad
+        assert ids(duetime_settings(None)) == ["duetime.E050"], bad
+    settings.DUETIME_RETENTION_DAYS = 1
+    assert ids(duetime_settings(None)) == []
