@@ -113,6 +113,36 @@ def test_racing_claimers_never_lease_past_a_tenants_concurrent_cap(acme, make_jo
     assert len(leased) == len(set(leased)) == 7
 
 
+def steady_claimer(queue, stop, leased, tries):
+    """Claim batches of 2 until told to stop, never completing, as a busy worker would; count the claims."""
+    try:
+        while not stop.is_set():
+            leased.extend(lease.run_id for lease in claims.claim([queue], 2, "steady"))
+            tries.append(1)
+    finally:
+        connection.close()
+
+
+def test_no_claim_leases_a_run_of_a_tenant_once_its_pause_returns(acme, make_job):
+    from runs import controls
+
+    insert_runs(make_job(acme, "busy", queue="busy", overlap_policy="allow"), dt_now(), 400)
+    stop, leased, tries = threading.Event(), [], []
+    claimer = threading.Thread(target=steady_claimer, args=("busy", stop, leased, tries))
+    claimer.start()
+    try:
+        wait_until(lambda: len(leased) >= 10, message="the claimer to lease some runs")
+        controls.pause_tenant(acme, actor="test")  # while claims are in flight
+        at_pause = Run.objects.filter(tenant=acme, state="leased").count()
+        tried = len(tries)
+        wait_until(lambda: len(tries) >= tried + 20, message="20 more claims, all of them after the pause")
+    finally:
+        stop.set()
+        claimer.join(60)
+    assert len(leased) == at_pause < 400, "nothing leased after the pause returned"
+    assert Run.objects.filter(tenant=acme, state="leased").count() == at_pause
+
+
 def dt_now():
     from bench.setup import db_now
 
