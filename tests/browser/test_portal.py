@@ -311,32 +311,3 @@ def test_it_shows_a_portal_edit_of_a_job_declared_in_code_as_drift_and_adopts_it
     page = alice.go(f"/admin/dashboard/jobs/{declared.pk}/")
     page.get_by_test_id("job-in-sync").wait_for()
     alice.shot("in-sync-after-adoption")
-
-
-def test_it_pauses_a_tenant_and_every_page_of_it_says_so_until_resumed(visit, acme_team):
-    acme, _ = acme_team
-    nightly = job(acme, "billing.nightly", cron_expr="0 2 * * *", time_zone="Europe/Berlin")
-    alice = visit("alice", "alice-pass-123")
-
-    page = alice.go("/admin/jobs/tenant/")
-    page.get_by_role("row", name="acme").get_by_role("checkbox").check()
-    page.get_by_label("Action:").select_option("pause_tenants")
-    page.get_by_role("button", name="Run", exact=True).click()
-    page.get_by_role("button", name="Preview").click()
-    page.get_by_test_id("action-preview").wait_for()
-    alice.shot("tenant-pause-preview")
-    page.get_by_label("Audit note").fill("database upgrade")
-    page.get_by_role("button", name="Pause", exact=True).click()
-    page.get_by_text("Paused every queue of 1 tenant(s).").wait_for()
-
-    for path in ("/admin/", "/admin/jobs/jobdefinition/", f"/admin/dashboard/jobs/{nightly.pk}/"):
-        banner = alice.go(path).get_by_test_id("paused-banner")
-        assert "acme is paused since" in banner.inner_text(), path
-        assert not alice.page.evaluate(OVERFLOW), path
-    banner.get_by_role("button", name="Resume…").click()
-    page.get_by_test_id("action-preview").wait_for()
-    alice.shot("tenant-resume-preview")
-    page.get_by_role("button", name="Resume", exact=True).click()
-    page.get_by_text("Resumed every queue of 1 tenant(s)").wait_for()
-    assert not page.get_by_test_id("paused-banner").count()
-    assert Tenant.objects.get(pk=acme.pk).paused_at is None

@@ -312,23 +312,19 @@ def test_it_refuses_a_payload_that_carries_a_credential_through_every_door(api, 
     assert not Run.objects.exists()
 
 
-def test_it_chooses_a_jitter_for_a_new_job_and_keeps_it_across_identical_puts(api, acme_team):
+def test_it_chooses_a_jitter_unless_opted_out_and_never_changes_it_when_omitted(api, acme_team):
     every_five = nightly(schedule={"kind": "cron", "cron": "*/5 * * * *"})
     first = api.put("/v1/jobs/billing.ping", token=acme_team, json=every_five)
     again = api.put("/v1/jobs/billing.ping", token=acme_team, json=every_five)
+    opted_out = nightly(schedule={"kind": "cron", "cron": "*/5 * * * *", "jitter_seconds": 0})
+    created = api.put("/v1/jobs/billing.quiet", token=acme_team, json=opted_out)
+    rescheduled = api.put(
+        "/v1/jobs/billing.quiet", token=acme_team, json=nightly(schedule={"kind": "cron", "cron": "* * * * *"})
+    )
 
     assert first.json()["schedule"]["jitter_seconds"] == 30
     assert first.json()["schedule"]["jitter_chosen_by"] == "duetime"
     assert again.status_code == 200 and again.json()["version"] == 1  # nothing stated, nothing changed
-
-
-def test_it_opts_a_job_out_of_jitter_with_an_explicit_zero_and_keeps_it_when_omitted(api, acme_team):
-    opted_out = nightly(schedule={"kind": "cron", "cron": "*/5 * * * *", "jitter_seconds": 0})
-    created = api.put("/v1/jobs/billing.ping", token=acme_team, json=opted_out)
-    rescheduled = api.put(
-        "/v1/jobs/billing.ping", token=acme_team, json=nightly(schedule={"kind": "cron", "cron": "* * * * *"})
-    )
-
     assert created.json()["schedule"]["jitter_seconds"] == 0
     assert created.json()["schedule"]["jitter_chosen_by"] == "owner"
     assert "jitter_seconds is 0" in created.json()["schedule"]["jitter"]
