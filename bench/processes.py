@@ -22,13 +22,25 @@ def engine_env(**extra):
 
 
 class Fleet:
-    def __init__(self, queue, workers, concurrency, batch, pool="threads", scheduler=True):
-        env = engine_env()
+    """A scheduler (unless `scheduler=False`) and `workers` run_worker processes.
+
+    `env` is added to each process's environment. `metrics_ports`: None, or a
+    list of ports, one per process in start order (scheduler first), each
+    serving that process's /metrics (`--metrics-port`).
+    """
+
+    def __init__(
+        self, queue, workers, concurrency, batch, pool="threads", scheduler=True, env=None, metrics_ports=None
+    ):
+        env = engine_env(**(env or {}))
+        ports = iter(metrics_ports or [])
         self.children = []
         if scheduler:
             self.children.append(
                 subprocess.Popen(
-                    [sys.executable, MANAGE, "run_scheduler", "--skip-checks"], env=env, stderr=subprocess.DEVNULL
+                    [sys.executable, MANAGE, "run_scheduler", "--skip-checks", *_metrics_port(ports)],
+                    env=env,
+                    stderr=subprocess.DEVNULL,
                 )
             )
         for i in range(workers):
@@ -47,6 +59,7 @@ class Fleet:
                 f"bench-w{i}",
                 "--pool",
                 pool,
+                *_metrics_port(ports),
             ]
             self.children.append(subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL))
 
@@ -62,3 +75,9 @@ class Fleet:
 
     def alive(self):
         return all(child.poll() is None for child in self.children)
+
+
+def _metrics_port(ports):
+    """`--metrics-port N` for the next process when ports are given; else nothing (DUETIME_METRICS_PORT decides)."""
+    port = next(ports, None)
+    return [] if port is None else ["--metrics-port", str(port)]

@@ -233,7 +233,7 @@ def heartbeat(run_id, fencing_token, lease_seconds, *, now=None):
     rows = _again_if_moved(lambda: sql.execute("heartbeat", params))
     if not rows:
         metrics.heartbeat_refused()
-        move_log.refused("heartbeat_refused", {run_id: (fencing_token, {})})
+        move_log.refused("heartbeat_refused", {run_id: (fencing_token, "")})
         raise StaleLease(f"run {run_id}: fencing token {fencing_token} is not the current lease")
     return sql.aware(rows[0][0])
 
@@ -249,7 +249,7 @@ def start_attempt(run_id, fencing_token, worker_id, lease_seconds, *, dispatched
     params = {"id": run_id, "token": fencing_token, "worker": worker_id, "dispatched_by": dispatched_by}
     rows = _again_if_moved(lambda: sql.execute("start_attempt", {**params, "lease": lease_seconds, "now": now}))
     if not rows:
-        move_log.refused("start_refused", {run_id: (fencing_token, {})}, worker=worker_id)
+        move_log.refused("start_refused", {run_id: (fencing_token, "")}, worker=worker_id)
         raise StaleLease(f"run {run_id}: fencing token {fencing_token} is not a lease waiting for its executor")
     return sql.aware(rows[0][0])
 

@@ -1,11 +1,11 @@
 """JSON lines for settings.LOGGING: the formatter of the `duetime.moves` log, and where DUETIME_MOVE_LOG sends it.
 
-`JsonLines` renders a record that carries `moves` (a list of dicts, attached
-by runs.move_log as `extra`) as one JSON object per line, each with the
-record's time first; any other record as one line with its level, logger and
-message. One record per batch of moves: the logging machinery (record,
-handler lock, write, flush) is paid once per claim or completion batch, and
-only the encoding once per move.
+`JsonLines` renders a record that carries `lines` (the fields of each line as
+JSON text, `"event":"leased","run":4812,...`, attached by runs.move_log as
+`extra`) as one JSON object per line, the record's time first; any other
+record as one line with its level, logger and message. One record per batch of
+moves: the logging machinery (record, handler lock, write, flush) is paid once
+per claim or completion batch.
 
 This module imports no app: LOGGING is configured before the apps are loaded.
 """
@@ -26,13 +26,13 @@ def timestamp(created):
 
 
 class JsonLines(logging.Formatter):
-    """One JSON object per line: each of the record's `moves`, or the record itself."""
+    """One JSON object per line: each of the record's `lines`, or the record itself."""
 
     def format(self, record):
         ts = timestamp(record.created)
-        moves = getattr(record, "moves", None)
-        if moves is not None:
-            return "\n".join(_encode({"ts": ts, **move}) for move in moves)
+        lines = getattr(record, "lines", None)
+        if lines is not None:
+            return "\n".join(f'{{"ts":"{ts}",{line}}}' for line in lines)
         line = {"ts": ts, "level": record.levelname, "logger": record.name, "message": record.getMessage()}
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
@@ -42,9 +42,11 @@ class JsonLines(logging.Formatter):
 def handler(destination):
     """The LOGGING handler for DUETIME_MOVE_LOG: stderr, stdout, off (nothing), or a file appended to.
 
-    A file is a WatchedFileHandler (logrotate may move it; it is reopened) that
-    opens on the first line, so a bad path is reported by the system check
-    (duetime.E030) rather than by Django's start-up.
+    A file is a WatchedFileHandler (reopened when logrotate moves it) that opens
+    on the first line, so a bad path is reported by the system check
+    (duetime.E030) rather than by Django's start-up. Several processes may
+    append to one file (run_all's children): each record, all its lines, is
+    written at once to a file opened for appending, so their lines never interleave.
     """
     if destination == "off":
         return {"class": "logging.NullHandler"}

@@ -5,12 +5,13 @@ from django.db import connection
 
 
 def _workloads():
-    from bench import celery_transport, explain, failover, materialize, portal, startup, tasks_drain
+    from bench import celery_transport, explain, failover, materialize, overhead, portal, startup, tasks_drain
     from bench.workloads import WORKLOADS
 
     return {
         **WORKLOADS,
         **celery_transport.WORKLOADS,
+        **overhead.WORKLOADS,
         "explain": explain.run,
         "portal": portal.run,
         "startup": startup.run,
@@ -23,7 +24,7 @@ def _workloads():
 class Command(BaseCommand):
     help = (
         "Measure Duetime: drain, steady, spike, backlog, tenants, explain, portal, startup, failover, materialize, "
-        "celery-drain, celery-steady, tasks-drain. "
+        "celery-drain, celery-steady, tasks-drain, metrics-overhead, move-log-overhead. "
         "Last line: one JSON object."
     )
 
@@ -39,7 +40,10 @@ class Command(BaseCommand):
         parser.add_argument("--future", type=int, default=1_000_000)
         parser.add_argument("--timeout", type=float, default=300.0)
         parser.add_argument(
-            "--repeat", type=int, default=3, help="backlog, tenants: drains per side, compared by median."
+            "--repeat",
+            type=int,
+            default=3,
+            help="backlog, tenants, metrics-overhead, move-log-overhead: drains per side, compared by median.",
         )
         parser.add_argument("--tenants", type=int, default=100_000, help="tenants: tenants in all, idle but --active.")
         parser.add_argument("--active", type=int, default=100, help="tenants: tenants with work.")
