@@ -16,7 +16,8 @@ claim or completion moved nothing); refusals at once. The batched moves (the
 claim's lease_runs, complete_runs, expire_leases) log from the rows their
 statement RETURNs, with no query of their own; an ORM move (cancel, skip,
 release, replay) reads the rows it moves, locked, only while the log is on;
-a refusal reads its run once, to say whose the lease is now.
+a refusal reads its run once, to say whose the lease is now. The canaries'
+moves (the system tenant's) are left out; their refusals are not.
 
 The logger is `duetime.moves`, formatted by scheduler_project.json_logs
 (one record per batch, one line per move); DUETIME_MOVE_LOG routes it or
@@ -28,6 +29,7 @@ import logging
 
 from django.db import transaction
 
+from jobs.models import SYSTEM_TENANT
 from runs.metrics import tenant_names
 from runs.models import Run
 
@@ -98,7 +100,7 @@ def leased(leases, worker_id):
     """lease_runs leased these (transitions.Lease): one line each, from the rows the statement returned."""
     if not leases or not enabled():
         return
-    names = tenant_names({lease.tenant_id for lease in leases})
+    names = _logged_tenants({lease.tenant_id for lease in leases})
     _once_committed(
         [
             _line(
@@ -113,6 +115,7 @@ def leased(leases, worker_id):
                 ',"to":"leased"',
             )
             for lease in leases
+            if lease.tenant_id in names
         ]
     )
 
@@ -122,7 +125,7 @@ def completed(completions, rows):
     if not completions or not enabled():
         return
     outcomes = {c.run_id: c.outcome for c in completions}
-    names = tenant_names({row.tenant_id for row in rows})
+    names = _logged_tenants({row.tenant_id for row in rows})
     _once_committed(
         [
             _line(
@@ -137,6 +140,7 @@ def completed(completions, rows):
                 f',"to":{_value(row.state)},"outcome":{_value(outcomes.get(row.run_id))}',
             )
             for row in rows
+            if row.tenant_id in names
         ]
     )
     done = {row.run_id for row in rows}
@@ -149,7 +153,7 @@ def expired(rows):
     """expire_leases moved `rows` (transitions.MovedRun) out of their expired leases."""
     if not rows or not enabled():
         return
-    names = tenant_names({row.tenant_id for row in rows})
+    names = _logged_tenants({row.tenant_id for row in rows})
     _once_committed(
         [
             _line(
@@ -164,6 +168,7 @@ def expired(rows):
                 f',"to":{_value(row.state)},"outcome":{_value(row.outcome)}',
             )
             for row in rows
+            if row.tenant_id in names
         ]
     )
 
@@ -175,7 +180,7 @@ def locked_rows(runs):
 
 def moved(rows, target):
     """An ORM move took `rows` (locked_rows) to `target`."""
-    names = tenant_names({row[2] for row in rows})
+    names = _logged_tenants({row[2] for row in rows})
     _once_committed(
         [
             _line(
@@ -190,8 +195,15 @@ def moved(rows, target):
                 _fields(**{"from": state, "to": target}),
             )
             for run, job, tenant, attempt, token, key, worker, state in rows
+            if tenant in names
         ]
     )
+
+
+def _logged_tenants(tenant_ids):
+    """{id: name} of these tenants but the system tenant: the canaries' moves (two lines a shard a minute,
+    128 a minute) trace nothing a tenant runs; their health is in the metrics and the portal."""
+    return {pk: name for pk, name in tenant_names(tenant_ids).items() if name != SYSTEM_TENANT}
 
 
 def _orm_event(source, target):

@@ -12,7 +12,8 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from runs import claims, metrics, move_log, transitions
+from jobs.models import SYSTEM_TENANT, JobDefinition
+from runs import canary, claims, metrics, move_log, transitions
 from runs.models import Run
 from runs.transitions import Completion, StaleLease
 from scheduler_project.json_logs import JsonLines
@@ -228,3 +229,14 @@ def test_an_orm_move_reads_nothing_while_the_log_is_off(job, make_run, clock, dj
         assert transitions.cancel_future_runs([job.pk], reason="job deleted", now=clock.now) == 1
     run.refresh_from_db()
     assert run.state == "cancelled"
+
+
+def test_the_canaries_moves_are_left_out(db, lines, clock):
+    canary.ensure(now=clock.ago(minutes=5))
+    ping = JobDefinition.objects.get(tenant__name=SYSTEM_TENANT, shard=0)
+    Run.objects.create(
+        job=ping, tenant=ping.tenant, due_at=clock.now, available_at=clock.now, queue=ping.queue, idempotency_key="k"
+    )
+    (lease,) = claims.claim([ping.queue], 10, "w-alice", now=clock.now)
+    transitions.complete(lease.run_id, lease.fencing_token, "succeeded", now=clock.now)
+    assert lines.all() == []
