@@ -5,6 +5,7 @@ import socket
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from notify import notifier
 from runs import canary, metrics, scheduler, shards
 from runs.loop import DATABASE_ERRORS, GracefulStop, run_loop
 
@@ -40,6 +41,7 @@ class Command(BaseCommand):
         if settings.DUETIME_CANARY:
             canary.ensure()
         metrics.serve(metrics.engine_port(metrics_port, "run_scheduler"), log)
+        courier = notifier.use_courier()  # owners' webhooks and email from a thread: a slow one holds no pass
         log.info("scheduler %s started", owner)
         run_loop(
             lambda: self.step(owner),
@@ -49,6 +51,7 @@ class Command(BaseCommand):
             log=log,
             name=f"scheduler {owner}",
         )
+        courier.stop(settings.DUETIME_NOTIFY_TIMEOUT_SECONDS + 1)  # a webhook under way: its answer is recorded
         try:
             shards.release(owner)
         except DATABASE_ERRORS:  # the database is away: the shards are taken over once their leases expire
