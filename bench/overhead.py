@@ -24,6 +24,7 @@ import threading
 import time
 import urllib.request
 
+from django.core.management.base import CommandError
 from django.db import connection
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -46,6 +47,8 @@ def move_log_overhead(options):
 
 def _side_by_side(workload, options, sides):
     """Drain per side `repeat` times, alternating (off, on), (on, off), ...; the medians and their ratio."""
+    if options["repeat"] < 1 or options["runs"] < 1 or options["workers"] < 1:
+        raise CommandError(f"{workload} needs --repeat, --runs and --workers of at least 1")
     tenant, job = bench_tenant(workload)
     runs, rates, notes, drains = options["runs"], {name: [] for name in sides}, {name: [] for name in sides}, 0
     loads, faults = [os.getloadavg()[0]], {"lost": 0, "early": 0, "duplicates": 0}

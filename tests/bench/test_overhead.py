@@ -1,6 +1,7 @@
 """`bench metrics-overhead` (and move-log-overhead, the same side-by-side drains): real processes, both sides."""
 
 import pytest
+from django.core.management.base import CommandError
 
 from bench import overhead
 from tests.conftest import engine_env
@@ -22,3 +23,8 @@ def test_it_drains_with_the_metrics_scraped_and_without_and_compares_the_medians
     (on,) = result["sides"]["on"]
     assert on["database_scrapes"] >= 1 and on["engine_scrapes"] + on["refused"] >= 2  # two ports, each tried
     assert all(side[0]["engine_cpu_us_per_run"] >= 0 for side in result["sides"].values())  # (10 ms ticks)
+
+
+def test_it_refuses_a_comparison_of_no_drains():
+    with pytest.raises(CommandError, match="--repeat, --runs and --workers of at least 1"):
+        overhead.move_log_overhead({**OPTIONS, "repeat": 0})
