@@ -1,4 +1,5 @@
-"""The scheduler step: record, then send; run_scheduler sends from a courier thread, so a slow webhook holds no pass."""
+"""The scheduler step with run_scheduler's courier: a slow webhook holds no pass (without one the pass sends
+itself: tests/notify/test_delivery.py, a scheduler tick)."""
 
 import threading
 
@@ -21,13 +22,6 @@ def courier(monkeypatch):
     if Receiver.gate is not None:
         Receiver.gate.set()
     made.stop(30)
-
-
-def test_a_pass_records_and_sends_what_is_due(watched_job, make_run, receiver, mailoutbox, clock):
-    notifier.tick(clock.now)  # the cursors
-    bury(make_run(watched_job(webhook=receiver), due_at=clock.ago(minutes=5)), clock.now)
-    assert notifier.tick(clock.advance(seconds=5)) == 2 + 2  # two rows recorded, two tries made
-    assert len(mailoutbox) == 1 and len(Receiver.seen) == 1
 
 
 def test_with_a_courier_a_pass_does_not_wait_for_a_slow_webhook(watched_job, make_run, receiver, courier, clock):
