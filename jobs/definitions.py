@@ -5,6 +5,7 @@ due instant when the schedule changed, bumps the version and audits, in one
 transaction.
 """
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -31,6 +32,14 @@ def schedule_changed(job):
     return before is None or any(before[f] != getattr(job, f) for f in SCHEDULE_FIELDS)
 
 
+def check_name_free(job):
+    """Raise ValidationError({"name": ...}) if another job of the tenant has `job`'s name."""
+    taken = JobDefinition.objects.filter(tenant_id=job.tenant_id, name=job.name).exclude(pk=job.pk).exists()
+    if taken:
+        message = f"tenant {job.tenant.name} already has a job named {job.name}: edit that one, or choose another name"
+        raise ValidationError({"name": [message]})
+
+
 def adds_a_definition(job):
     """True if storing `job` makes one more live (not cancelled) definition for its tenant."""
     if job.status == JobDefinition.Status.CANCELLED:
@@ -55,7 +64,10 @@ def save_definition(job, actor, *, now=None, note="", detail=None):
     now = now or timezone.now()
     rescheduled = schedule_changed(job)
     jitter.settle(job, rescheduled=rescheduled, now=now)
-    job.full_clean()
+    # The CHECK constraints are not asked one query each (16 queries, 30 ms a save): jobs.validation states
+    # each of their rules with a message that says how to fix it, and the database enforces them on save.
+    job.full_clean(validate_constraints=False)
+    check_name_free(job)
     created = job.pk is None
     adds = adds_a_definition(job)
     if adds:

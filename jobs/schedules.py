@@ -228,7 +228,7 @@ def _plan_job(result, tenant, name, spec, job, now):
     jitter.settle(definition, rescheduled=rescheduled, now=now)
     if fresh:
         definition.status = wanted
-    definition.full_clean()
+    definition.full_clean(validate_unique=False, validate_constraints=False)  # as save_definition will
     applied = {**spec_of(definition), "status": wanted}
     result.applied[name] = applied
     before = spec_of(job) if job is not None and not revived else {}
