@@ -103,6 +103,7 @@ class InFlight:
     ctx: targets.Attempt
     started: float  # time.monotonic() when handed to the pool
     outcome: targets.Outcome | None = None  # once the handler returned, until its completion is committed
+    completing: bool = False  # its completion is being written: the heartbeat thread leaves it alone
 
 
 def default_worker_id():
@@ -136,6 +137,7 @@ class Worker:
         self.claiming = True
         self._free_since = None  # time.monotonic() since when a slot is free and unclaimed
         self._stop_heartbeats = threading.Event()
+        self._beat_lock = threading.Lock()  # between a heartbeat and the completion of the same attempts
         self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop, name="duetime-heartbeat", daemon=True)
         self._heartbeat_thread.start()
 
@@ -148,6 +150,14 @@ class Worker:
         runs' leases expire and the reaper retries them (at least once).
         """
         result = TickResult()
+        try:
+            self._tick(result)
+        except BaseException:
+            self._completion_failed()
+            raise
+        return result
+
+    def _tick(self, result):
         with transaction.atomic():
             result.completed, result.stale = self.complete_finished()
             free = self.concurrency - self.busy()
@@ -219,7 +229,14 @@ class Worker:
             )
             for run_id, item in done.items()
         ]
-        moved = transitions.complete_many(completions)
+        with self._beat_lock:  # a beat under way ends first; none starts for these until they are done
+            for item in done.values():
+                item.completing = True
+        try:
+            moved = transitions.complete_many(completions)
+        except BaseException:
+            self._completion_failed()
+            raise
         transaction.on_commit(lambda: [self.inflight.pop(run_id) for run_id in done])
         stale = [run_id for run_id in done if run_id not in moved]
         if stale:
@@ -309,9 +326,18 @@ class Worker:
                 continue
             if now - item.started > item.lease.timeout_seconds:
                 continue  # past its timeout: let the lease run out; the reaper records timed_out
-            if not self._extend(item.lease):
-                log.warning("run %s: lease lost; telling the handler to stop", item.lease.run_id)
-                item.ctx._lost.set()
+            with self._beat_lock:
+                # A run whose completion is being committed would answer "stale" once it is: not a lost lease.
+                if item.completing or self._extend(item.lease):
+                    continue
+            log.warning("run %s: lease lost; telling the handler to stop", item.lease.run_id)
+            item.ctx._lost.set()
+
+    def _completion_failed(self):
+        """A completion (or the transaction it was in) failed: its attempts are heartbeated again until it lands."""
+        with self._beat_lock:
+            for item in self.inflight.values():
+                item.completing = False
 
     # --- shutdown ---------------------------------------------------------
     def drain(self, grace_seconds):

@@ -183,3 +183,27 @@ def test_the_heartbeat_thread_outlives_any_failure(acme, make_job, monkeypatch):
         assert worker._heartbeat_thread.is_alive()
     finally:
         worker.drain(1)
+
+
+def test_it_never_heartbeats_a_run_whose_completion_is_being_committed(acme, make_job, monkeypatch):
+    """A beat racing the completion would be refused (the run is no longer leased) and read as a lost lease."""
+    run, _ = enqueue.enqueue(make_job(acme, "ping"))
+    worker = Worker(["default"], concurrency=1, heartbeat_seconds=600)  # the thread's own beats never fall due
+    beaten, complete_many, heartbeat = [], transitions.complete_many, transitions.heartbeat
+    monkeypatch.setattr(
+        transitions, "heartbeat", lambda run_id, *a, **k: beaten.append(run_id) or heartbeat(run_id, *a, **k)
+    )
+
+    def completing(completions):
+        worker.heartbeat_seconds = 0.001  # every attempt is due for a beat now
+        worker._beat()  # what the heartbeat thread would do at this moment
+        worker.heartbeat_seconds = 600
+        return complete_many(completions)
+
+    monkeypatch.setattr(transitions, "complete_many", completing)
+    try:
+        drive(worker, lambda: Run.objects.get(pk=run.pk).state == "succeeded")
+    finally:
+        worker.drain(5)
+    assert beaten == []
+    assert not worker.inflight
