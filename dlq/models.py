@@ -18,8 +18,9 @@ class DeadLetter(models.Model):
     # move to that day), so retention never drops a run before its letters; runs.transitions and runs/sql
     # are the only writers.
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="dead_letters", db_constraint=False)
-    job = models.ForeignKey(JobDefinition, on_delete=models.CASCADE, related_name="dead_letters")
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="dead_letters")
+    # No database constraints to jobs either, as for Run.job: a dropped day must not lock the jobs tables.
+    job = models.ForeignKey(JobDefinition, on_delete=models.CASCADE, related_name="dead_letters", db_constraint=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="dead_letters", db_constraint=False)
     last_error = models.TextField(blank=True)
     dead_at = models.DateTimeField()
     replayed_at = models.DateTimeField(null=True, blank=True)

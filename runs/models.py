@@ -75,8 +75,16 @@ class Run(models.Model):
 
     # No single-column FK indexes: every index costs a write on each state
     # change, and the composite indexes below lead with these columns.
-    job = models.ForeignKey(JobDefinition, on_delete=models.CASCADE, related_name="runs", db_index=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="runs", db_index=False)
+    # No database constraints either: dropping a day of history (runs.retention) drops its partition, and
+    # dropping a table that references jobs_tenant or jobs_jobdefinition takes ACCESS EXCLUSIVE on them,
+    # which every claim would queue behind. Only runs.enqueue.insert_runs writes these columns (from loaded
+    # jobs), and deletes go through the ORM, whose CASCADE removes a job's or tenant's runs.
+    job = models.ForeignKey(
+        JobDefinition, on_delete=models.CASCADE, related_name="runs", db_index=False, db_constraint=False
+    )
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="runs", db_index=False, db_constraint=False
+    )
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.SCHEDULE)
     due_at = models.DateTimeField(help_text="The occurrence's nominal instant; the run's identity.")
     available_at = models.DateTimeField(help_text="When the run may next be claimed (due + jitter, or retry backoff).")

@@ -5,7 +5,7 @@ from django.db import connection
 
 
 def _workloads():
-    from bench import celery_transport, explain, failover, materialize, overhead, portal, startup, tasks_drain
+    from bench import celery_transport, explain, failover, history, materialize, overhead, portal, startup, tasks_drain
     from bench.workloads import WORKLOADS
 
     return {
@@ -13,6 +13,7 @@ def _workloads():
         **celery_transport.WORKLOADS,
         **overhead.WORKLOADS,
         "explain": explain.run,
+        "history": history.run,
         "portal": portal.run,
         "startup": startup.run,
         "failover": failover.run,
@@ -23,7 +24,7 @@ def _workloads():
 
 class Command(BaseCommand):
     help = (
-        "Measure Duetime: drain, steady, spike, backlog, tenants, explain, portal, startup, failover, materialize, "
+        "Measure Duetime: drain, steady, spike, backlog, tenants, explain, portal, startup, failover, materialize, history, "
         "celery-drain, celery-steady, tasks-drain, metrics-overhead, move-log-overhead. "
         "Last line: one JSON object."
     )
@@ -53,6 +54,10 @@ class Command(BaseCommand):
         )
         parser.add_argument("--schedulers", type=int, default=3, help="failover, materialize: run_scheduler processes.")
         parser.add_argument("--jobs", type=int, default=10_000, help="materialize: cron definitions.")
+        parser.add_argument(
+            "--days", type=int, default=30, help="history: days of history kept (--repeat older ones are dropped)."
+        )
+        parser.add_argument("--runs-per-day", type=int, default=100_000, help="history: finished runs per day.")
 
     def handle(self, *args, workload, **options):
         workloads = _workloads()

@@ -1,0 +1,170 @@
+"""`bench history`: steady lateness with 30 days of history in the partitions, while a day of it is dropped.
+
+1. `repeat` steady runs (`--rate` runs/s for `--seconds`, as `bench steady`)
+   before any history is filled: the baseline.
+2. Fill `--days` days of finished history (yesterday and before), plus
+   `repeat` older days already past a retention of `--days`: each day a
+   partition of its own, `--runs-per-day` succeeded runs with their attempt,
+   written by INSERT ... SELECT generate_series (as bench portal does), one
+   transaction per day, into a tenant `bench-history-<hex>`.
+3. `repeat` steady runs again; during each, a thread drops the oldest expired
+   day the way the retention pass does (runs.retention.drop_expired: DETACH
+   ... CONCURRENTLY, then DROP), in the middle of the run's window.
+
+Prints the median p99 lateness of each side and their ratio (target <= 1.2),
+how long each drop took, and the database's size before the fill, after it
+and after the drops: what retention keeps bounded. The bench holds the
+retention lease throughout, so the fleet's scheduler drops nothing on its
+own. The history left (`--days` days) stays for inspection; later runs of the
+bench add to its days.
+"""
+
+import datetime as dt
+import statistics
+import sys
+import threading
+import time
+
+from django.db import connection
+
+from bench import workloads
+from bench.setup import bench_tenant
+from runs import partitions, retention
+
+OWNER = "bench-history"
+
+FILL_RUNS = """
+INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
+    idempotency_key, fencing_token, worker_id, queue, priority, shard, payload, started_at, finished_at, last_error,
+    reason, created_at, history_day)
+SELECT %(job)s, %(tenant)s, 'schedule', due, due, 'succeeded', 1, 3, 300, 'bench.history@' || %(day)s || '-' || i,
+       i, 'bench-history', %(queue)s, 1, 0, '{}'::jsonb, due + interval '4 milliseconds',
+       due + interval '9 milliseconds', '', '', due - interval '1 minute', %(day)s::date
+FROM generate_series(0, %(n)s - 1) AS i,
+     LATERAL (SELECT %(day)s::date::timestamp AT TIME ZONE 'UTC' + make_interval(secs => i * 86400.0 / %(n)s) AS due) d
+"""
+
+FILL_ATTEMPTS = """
+INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_at, started_at, ended_at, outcome, error,
+    history_day)
+SELECT r.id, 1, r.fencing_token, r.worker_id, r.available_at, r.started_at, r.finished_at, 'succeeded', '', r.history_day
+FROM runs_run r
+WHERE r.history_day = %(day)s AND r.tenant_id = %(tenant)s
+"""
+
+
+def run(options):
+    if connection.vendor != "postgresql":
+        raise SystemExit("bench history needs PostgreSQL (its history is partitioned by day)")
+    days, per_day, repeat = options["days"], options["runs_per_day"], options["repeat"]
+    today = _today()
+    hold_retention()
+    baseline = [_p99(workloads.steady(options)) for _ in range(repeat)]
+    size_before = database_size()
+    tenant, job = bench_tenant("history")
+    started = time.monotonic()
+    fill(tenant, job, [today - dt.timedelta(days=n) for n in range(days + repeat, 0, -1)], per_day)
+    fill_seconds = time.monotonic() - started
+    _vacuum()
+    size_filled, history_filled = database_size(), partitions.size_bytes()
+    with_history, drops = [], []
+    for _ in range(repeat):
+        hold_retention()
+        delay = workloads.READY_WAIT + 2 + options["seconds"] / 2  # the middle of the steady run's window
+        dropper = Dropper(today, days, delay)
+        dropper.start()
+        with_history.append(_p99(workloads.steady(options)))
+        dropper.join()
+        drops.append(dropper.took)
+    size_after, history_after = database_size(), partitions.size_bytes()
+    without, with_ = statistics.median(baseline), statistics.median(with_history)
+    return {
+        "workload": "history",
+        "tenant": tenant.name,
+        "days": days,
+        "runs_per_day": per_day,
+        "rate": options["rate"],
+        "seconds": options["seconds"],
+        "p99_ms_without_history": without,
+        "p99_ms_with_history_and_a_drop": with_,
+        "ratio": round(with_ / without, 3) if without and with_ else None,
+        "p99s": {"without_history": baseline, "with_history": with_history},
+        "drop_seconds": drops,
+        "fill_seconds": round(fill_seconds, 1),
+        "fill_runs_per_s": round((days + repeat) * per_day / fill_seconds),
+        "database_bytes": {"before_fill": size_before, "filled": size_filled, "after_drops": size_after},
+        "history_bytes": {"filled": history_filled, "after_drops": history_after},
+        "bytes_per_run": round(history_filled / ((days + repeat) * per_day)) if per_day else None,
+        "days_listed": len(partitions.days()),
+    }
+
+
+def hold_retention():
+    """Take the retention lease for the bench (15 minutes), so no scheduler drops a day on its own meanwhile."""
+    from runs import shards
+    from runs.models import ShardLease
+
+    retention.take_lease(OWNER, _now())  # creates the row if need be
+    (epoch,) = shards.next_fencing_tokens(1)
+    ShardLease.objects.filter(name=retention.LEASE_NAME).update(
+        owner=OWNER, epoch=epoch, expires_at=_now() + retention.LEASE
+    )
+
+
+def fill(tenant, job, days, per_day):
+    """`per_day` succeeded runs, each with its attempt, on each of `days`, each day in its own partition."""
+    for day in days:
+        partitions.create(day)
+        with connection.cursor() as cursor:
+            params = {"job": job.pk, "tenant": tenant.pk, "queue": job.queue, "day": day, "n": per_day}
+            cursor.execute(FILL_RUNS, params)
+            cursor.execute(FILL_ATTEMPTS, params)
+        sys.stderr.write(f"history: {day} filled ({per_day} runs)\n")
+
+
+class Dropper(threading.Thread):
+    """Drops the oldest day past a retention of `days`, `delay` seconds from now, as the retention pass does."""
+
+    def __init__(self, today, days, delay):
+        super().__init__(name="bench-history-drop")
+        self.today, self.days, self.delay, self.took, self.at = today, days, delay, None, None
+
+    def run(self):
+        try:
+            time.sleep(self.delay)
+            expired = partitions.expired(self.today, self.days)
+            if expired:
+                started, self.at = time.monotonic(), _now()
+                partitions.drop(expired[0])
+                self.took = round(time.monotonic() - started, 3)
+                sys.stderr.write(f"history: dropped {expired[0]} in {self.took} s, from {self.at}\n")
+        finally:
+            connection.close()
+
+
+def database_size():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_database_size(current_database())")
+        return cursor.fetchone()[0]
+
+
+def _p99(figures):
+    return figures["lateness_ms"]["p99"]
+
+
+def _vacuum():
+    """As bench.setup.settle does for the engine's tables, for the history just written (its visibility map)."""
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM (ANALYZE) runs_run")
+        cursor.execute("VACUUM (ANALYZE) runs_attempt")
+        cursor.execute("CHECKPOINT")
+
+
+def _now():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        return cursor.fetchone()[0]
+
+
+def _today():
+    return _now().astimezone(dt.UTC).date()
