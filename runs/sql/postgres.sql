@@ -409,7 +409,7 @@ RETURNING lease_expires_at;
 -- name: fold_attempts
 -- rollups.tick: the attempts after the cursor, up to the first one that ended
 -- less than %(settle)s ago (a completion still committing may hold a lower id),
--- at most %(batch)s of them, aggregated by tenant, job, start and end minute,
+-- among the next %(batch)s attempt ids, aggregated by tenant, job, start and end minute,
 -- outcome and, for first attempts, lateness bin (rollups.lateness_bin: log
 -- bins 25 %% wide in ms, bin 0 under 1 ms), so the scheduler folds a few
 -- hundred groups instead of reading every attempt into Python. `last_id` is
@@ -417,9 +417,8 @@ RETURNING lease_expires_at;
 WITH span AS MATERIALIZED (
     SELECT a.id, a.attempt, a.started_at, a.ended_at, a.outcome, a.available_at, a.run_id, a.history_day
     FROM runs_attempt a
-    WHERE a.id > %(after)s
-    ORDER BY a.id
-    LIMIT %(batch)s
+    WHERE a.id >= (SELECT min(id) FROM runs_attempt WHERE id > %(after)s)
+      AND a.id < (SELECT min(id) FROM runs_attempt WHERE id > %(after)s) + %(batch)s
 ),
 cut AS (
     SELECT coalesce(min(id), 9223372036854775807) AS first_unsettled

@@ -323,9 +323,8 @@ RETURNING lease_expires_at;
 WITH span AS (
     SELECT a.id, a.attempt, a.started_at, a.ended_at, a.outcome, a.available_at, a.run_id
     FROM runs_attempt a
-    WHERE a.id > %(after)s
-    ORDER BY a.id
-    LIMIT %(batch)s
+    WHERE a.id >= (SELECT min(id) FROM runs_attempt WHERE id > %(after)s)
+      AND a.id < (SELECT min(id) FROM runs_attempt WHERE id > %(after)s) + %(batch)s
 ),
 cut AS (
     SELECT coalesce(min(id), 9223372036854775807) AS first_unsettled

@@ -57,6 +57,22 @@ def test_it_stops_at_the_first_attempt_not_settled_and_at_the_batch(acme, make_j
     assert sum(r.succeeded for r in TenantMinute.objects.filter(tenant=acme)) == 7
 
 
+def test_a_gap_in_attempt_ids_wider_than_the_batch_does_not_stop_the_cursor(
+    acme, make_job, make_run, make_attempt, clock
+):
+    from runs.models import Attempt
+
+    now, job = clock.now, make_job(acme, "a.job")
+    attempts = []
+    for i in range(5):
+        run = make_run(job, state="succeeded", due_at=now - dt.timedelta(minutes=5, seconds=i))
+        attempts.append(make_attempt(run, late=dt.timedelta(seconds=1), ended=now - dt.timedelta(minutes=4)))
+    Attempt.objects.filter(pk__in=[a.pk for a in attempts[1:4]]).delete()  # ids taken by rolled-back writes
+    assert rollups.tick(now, batch=2) == 1
+    assert rollups.tick(now, batch=2) == 1
+    assert rollups.tick(now, batch=2) == 0
+
+
 def test_the_database_bins_lateness_exactly_as_lateness_bin_does(acme, make_job, make_run, make_attempt, clock):
     now, job = clock.advance(minutes=30), make_job(acme, "a.job")
     lateness_ms = [0.4, 1, 2.5, 999, 1000, 1001.7, 61_234]
