@@ -1,6 +1,6 @@
-"""The job definition actions of the portal: pause, resume, trigger now, cancel, backfill;
-adopt into code (a job of a declared set accepts its portal edits); and the tenant
-actions: pause and resume a whole tenant or one of its queues.
+"""The job definition actions of the portal: pause, resume, trigger now, cancel, backfill.
+
+(A tenant's pause is in jobs/admin/tenant_pause.py; adopting a job's drift into code in jobs/admin/drift.py.)
 
 Each shows a preview (how many runs it creates, pauses or cancels, and what
 the overlap policy does with them) and asks for an audit note before it acts
@@ -9,18 +9,16 @@ and audit records for one job or many), so 10,000 jobs take seconds.
 """
 
 import datetime as dt
-import json
 
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
-from django.db.models import Count, OuterRef
+from django.db.models import Count
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from jobs import schedules
 from jobs.audit import actor_for_user
-from jobs.models import JobDefinition, QueuePause
+from jobs.models import JobDefinition
 from jobs.quotas import QuotaExceeded
 from runs import backfill, controls, enqueue
 from runs.models import CLAIMABLE_STATES, Run
@@ -338,202 +336,4 @@ def backfill_step(job, cursor, end, remaining, *, actor, note, ignore_windows=Fa
     return len(runs), following, done
 
 
-JOB_ACTIONS = [pause_jobs, resume_jobs, trigger_jobs, cancel_jobs, backfill_jobs]  # + adopt_into_code, below
-
-
-class TenantPauseForm(NoteForm):
-    queue = forms.CharField(
-        label="Queue",
-        required=False,
-        max_length=64,
-        help_text="Empty: the whole tenant, every queue. A queue name (e.g. reports): only that queue of each tenant.",
-    )
-    field_order = ["queue", "note"]
-
-    def clean_queue(self):
-        queue = self.cleaned_data["queue"].strip() or None
-        try:
-            controls.check_queue(queue)
-        except ValidationError as exc:
-            raise ValidationError(exc.message_dict["queue"]) from exc
-        return queue
-
-
-def _scope_words(queue):
-    return "every queue" if queue is None else f"queue {queue}"
-
-
-def _held_jobs(tenants, queue):
-    jobs = JobDefinition.objects.filter(tenant__in=tenants, status=Status.ACTIVE)
-    return jobs if queue is None else jobs.filter(queue=queue)
-
-
-@admin.action(description="Pause selected tenants (or one of their queues)")
-def pause_tenants(modeladmin, request, queryset):
-    def preview(qs, data):
-        queue = data["queue"]
-        tenants = list(qs[:1000])
-        held = [t for t in tenants if _paused_so(t, queue)]
-        fresh = [t for t in tenants if t not in held]
-        jobs = _held_jobs(fresh, queue)
-        waiting = capped_count(Run.objects.filter(job__in=jobs, state__in=CLAIMABLE_STATES))
-        return {
-            "lines": [
-                f"{len(fresh)} tenant(s) will be paused on {_scope_words(queue)}; {len(held)} already paused so stay as they are.",
-                f"No run of theirs{'' if queue is None else ' on ' + queue} is claimed and no new run is created for "
-                f"their {jobs.count()} active job(s) until resumed; {waiting} run(s) already scheduled wait, unclaimed.",
-                "Runs already leased keep running to the end. The pause is stored on the tenant: it survives restarts.",
-            ],
-            "rows": [
-                (
-                    t,
-                    f"unchanged (already paused on {_scope_words(queue)})"
-                    if t in held
-                    else f"pause {_scope_words(queue)}",
-                )
-                for t in tenants[:60]
-            ],
-            "blocked": not fresh,
-        }
-
-    def perform(qs, data):
-        actor = actor_for_user(request.user)
-        paused = [t for t in qs if controls.pause_tenant(t, actor=actor, queue=data["queue"], note=data["note"])]
-        return f"Paused {_scope_words(data['queue'])} of {len(paused)} tenant(s)."
-
-    return confirm_action(
-        modeladmin,
-        request,
-        queryset,
-        action="pause_tenants",
-        title="Pause tenants",
-        preview=preview,
-        perform=perform,
-        form_class=TenantPauseForm,
-        submit="Pause",
-    )
-
-
-def _paused_so(tenant, queue):
-    if queue is None:
-        return tenant.paused_at is not None
-    return tenant.queue_pauses.filter(queue=queue).exists()
-
-
-@admin.action(description="Resume selected tenants (or one of their queues)")
-def resume_tenants(modeladmin, request, queryset):
-    now = timezone.now()
-
-    def preview(qs, data):
-        queue = data["queue"]
-        tenants = [t for t in qs[:1000] if _paused_so(t, queue)]
-        # What each resume releases: a queue of a tenant paused as a whole stays held.
-        released = [t for t in tenants if queue is None or t.paused_at is None]
-        jobs = _held_jobs(released, queue)
-        if queue is None:
-            jobs = jobs.exclude(queue__in=QueuePause.objects.filter(tenant=OuterRef("tenant")).values("queue"))
-        missed = {}
-        for job in jobs.filter(next_due_at__lt=now).select_related("tenant")[:200]:
-            missed.setdefault(job.tenant_id, []).append(_passed_over(job, now))
-        waiting = capped_count(Run.objects.filter(job__in=jobs, state__in=CLAIMABLE_STATES))
-        return {
-            "lines": [
-                f"{len(tenants)} tenant(s) will resume {_scope_words(queue)}; the others are not paused so and stay as they are.",
-                "Their active jobs start again from their next occurrence after now. Occurrences that fell due while "
-                "paused are not run: each job records them as one skipped run saying so.",
-                f"{waiting} run(s) scheduled before the pause become claimable again at once.",
-            ],
-            "rows": [(t, _resume_effect(t, queue, missed.get(t.pk, []))) for t in tenants[:60]],
-            "blocked": not tenants,
-        }
-
-    def perform(qs, data):
-        actor = actor_for_user(request.user)
-        resumed = [
-            jobs
-            for t in qs
-            if (jobs := controls.resume_tenant(t, actor=actor, queue=data["queue"], note=data["note"])) is not None
-        ]
-        return f"Resumed {_scope_words(data['queue'])} of {len(resumed)} tenant(s); {sum(len(j) for j in resumed)} job(s) caught up."
-
-    return confirm_action(
-        modeladmin,
-        request,
-        queryset,
-        action="resume_tenants",
-        title="Resume tenants",
-        preview=preview,
-        perform=perform,
-        form_class=TenantPauseForm,
-        submit="Resume",
-    )
-
-
-def _resume_effect(tenant, queue, missed):
-    if queue is not None and tenant.paused_at is not None:
-        return f"resume {queue}; it stays held while the whole tenant is paused"
-    passed = [n for n in missed if n]
-    if not passed:
-        return f"resume {_scope_words(queue)}; no job passed over an occurrence"
-    total = sum(passed)
-    return f"resume {_scope_words(queue)}; {len(passed)} job(s) passed over {total}{'+' if len(missed) >= 200 else ''} occurrence(s), recorded as skipped"
-
-
-TENANT_ACTIONS = [pause_tenants, resume_tenants]
-
-
-def _drift_words(drift):
-    return "; ".join(f"{d.field}: code {json.dumps(d.code)}, portal {json.dumps(d.portal)}" for d in drift)
-
-
-@admin.action(description="Adopt into code (accept the portal's edits; print the declarations)")
-def adopt_into_code(modeladmin, request, queryset):
-    def preview(qs, data):
-        owned = [job for job in qs.exclude(managed_by="").select_related("tenant")[:1000]]
-        drifted = [(job, schedules.drift(job)) for job in owned]
-        n = sum(1 for _, d in drifted if d)
-        return {
-            "lines": [
-                f"{n} job(s) declared in code and edited outside it will keep their current definition: "
-                "it becomes the one their set applied, so they show no drift.",
-                "The next page prints each one's declaration: paste it into the set's file, "
-                "or the set's next apply reverts the edits after all.",
-                f"{qs.count() - len(owned)} selected job(s) are not declared in code and are left out.",
-            ],
-            "rows": [(job, f"adopt: {_drift_words(d)}" if d else "no drift: left as it is") for job, d in drifted[:60]],
-            "blocked": n == 0,
-        }
-
-    def perform(qs, data):
-        jobs = list(qs.exclude(managed_by="").select_related("tenant"))
-        adopted = schedules.adopt(jobs, actor=actor_for_user(request.user), note=data["note"])
-        context = {
-            **modeladmin.admin_site.each_context(request),
-            "title": "Adopted into code",
-            "opts": JobDefinition._meta,
-            "declarations": _declarations(adopted),
-        }
-        return TemplateResponse(request, "portal/adopted.html", context)
-
-    return confirm_action(
-        modeladmin,
-        request,
-        queryset,
-        action="adopt_into_code",
-        title="Adopt into code",
-        preview=preview,
-        perform=perform,
-        submit="Adopt",
-    )
-
-
-def _declarations(jobs):
-    """[{"set", "text"}]: each set's adopted jobs as TOML to paste, or why one cannot be written."""
-    by_set = {}
-    for job in sorted(jobs, key=lambda j: (j.managed_by, j.name)):
-        try:
-            text = schedules.declaration(job)
-        except ValueError as exc:
-            text = f"# {job.name}: {exc}\n"
-        by_set.setdefault(job.managed_by, []).append(text)
-    return [{"set": name, "text": "\n".join(texts)} for name, texts in by_set.items()]
+JOB_ACTIONS = [pause_jobs, resume_jobs, trigger_jobs, cancel_jobs, backfill_jobs]  # + jobs.admin.drift.adopt_into_code

@@ -8,7 +8,6 @@ it. Their status is read-only here: it changes only through the actions
 as the API does.
 """
 
-import json
 import re
 
 from django import forms
@@ -23,8 +22,10 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 
-from jobs import audit, jitter, quotas, schedules
-from jobs.admin.actions import JOB_ACTIONS, TENANT_ACTIONS, adopt_into_code, backfill_step
+from jobs import audit, jitter, quotas
+from jobs.admin.actions import JOB_ACTIONS, backfill_step
+from jobs.admin.drift import CodeFilter, adopt_into_code, code_column, drift_table
+from jobs.admin.tenant_pause import TENANT_ACTIONS
 from jobs.audit import actor_for_user
 from jobs.definitions import save_definition
 from jobs.models import QUEUE_RE, ApiToken, AuditEntry, JobDefinition, Tenant
@@ -95,29 +96,6 @@ def _audited_value(field, value):
     if field == "task_module_prefixes":
         return [line.strip() for line in (value or "").splitlines() if line.strip()]
     return value
-
-
-def drift_rows(drift):
-    return ((d.field, json.dumps(d.code), json.dumps(d.portal)) for d in drift)
-
-
-class CodeFilter(admin.SimpleListFilter):
-    """Jobs declared in code: in sync with their set, drifted from it, or not declared at all."""
-
-    title = "declared in code"
-    parameter_name = "code"
-
-    def lookups(self, request, model_admin):
-        return [("drift", "drifted"), ("sync", "in sync"), ("none", "not in code")]
-
-    def queryset(self, request, queryset):
-        if self.value() == "none":
-            return queryset.filter(managed_by="")
-        if self.value() in ("drift", "sync"):
-            drifted = schedules.drifted_ids(queryset)
-            owned = queryset.exclude(managed_by="")
-            return owned.filter(pk__in=drifted) if self.value() == "drift" else owned.exclude(pk__in=drifted)
-        return queryset
 
 
 class JobDefinitionForm(forms.ModelForm):
@@ -357,32 +335,11 @@ class JobDefinitionAdmin(TenantScopedAdmin):
 
     @admin.display(description="code")
     def declared_in_code(self, job):
-        """The set that declares the job, and the fields edited outside it (its drift)."""
-        if not job.managed_by:
-            return "—"
-        drift = schedules.drift(job)
-        if not drift:
-            return format_html('<span data-testid="code-in-sync">set {} ✓</span>', job.managed_by)
-        fields = ", ".join(d.field for d in drift)
-        return format_html(
-            '<span class="portal-drift" data-testid="code-drift">set {} ⚠ drift: {}</span>', job.managed_by, fields
-        )
+        return code_column(job)
 
     @admin.display(description="declared in code")
     def code_drift(self, job):
-        """Field by field, code (as the set last applied it) against the portal (as it is now)."""
-        if not job.pk or not job.managed_by:
-            return "No: made in the portal or the API."
-        drift = schedules.drift(job)
-        if not drift:
-            return format_html("Set {}: as the set last applied it, no drift.", job.managed_by)
-        return format_html(
-            "<p>Set {}: edited outside the set. The next apply reverts these, unless you adopt them into code.</p>"
-            '<table class="portal-drift-table" data-testid="drift-table"><thead><tr><th scope="col">field</th>'
-            '<th scope="col">code</th><th scope="col">portal</th></tr></thead><tbody>{}</tbody></table>',
-            job.managed_by,
-            format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", drift_rows(drift)),
-        )
+        return drift_table(job)
 
     def get_urls(self):
         return [

@@ -7,12 +7,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.models import AuditEntry, JobDefinition, Tenant
-from runs.apply import apply_set
 from runs.materialize import materialize
 from runs.models import CLAIMABLE_STATES, Run
 from runs.rollups import tick
 from tests.fixtures.portal import action, confirm
-from tests.fixtures.schedules import nightly_export, ping, specs
 from tests.scheduler_project.admin.test_scoping import job_form
 
 CHANGELIST = reverse("admin:jobs_jobdefinition_changelist")
@@ -343,48 +341,3 @@ def test_it_counts_the_runs_a_resume_releases(as_alice, nightly, make_run, wall_
     JobDefinition.objects.filter(pk=nightly.pk).update(status="paused")
     page = action(as_alice, CHANGELIST, "resume_jobs", [nightly.pk]).content.decode()
     assert "2 run(s) scheduled before the pause become claimable again at once." in page
-
-
-# --- jobs declared in code (docs/schedules-as-code.md): marked, editable, drift shown field by field ---
-
-
-@pytest.fixture
-def declared(acme):
-    """acme's billing set, applied: billing.ping and billing.export, declared in code."""
-    apply_set(acme, specs(billing_ping=ping(), billing_export=nightly_export()), source="billing", actor="cli:ops")
-    return JobDefinition.objects.get(name="billing.ping")
-
-
-def edit_in_portal(client, job, **changes):
-    form = job_form(job.tenant, job.name, cron_expr=job.cron_expr, time_zone=job.time_zone, **changes)
-    response = client.post(reverse("admin:jobs_jobdefinition_change", args=[job.pk]), form)
-    assert response.status_code == 302, response.content.decode()[:2000]
-    job.refresh_from_db()
-
-
-def test_it_marks_jobs_of_a_set_and_warns_that_an_edit_is_drift(as_alice, declared):
-    page = as_alice.get(CHANGELIST).content.decode()
-    assert page.count('data-testid="code-in-sync"') == 2 and "set billing ✓" in page
-
-    edit = as_alice.get(reverse("admin:jobs_jobdefinition_change", args=[declared.pk])).content.decode()
-    assert "is declared in code (set billing)" in edit and "no drift" in edit
-
-
-def test_it_shows_a_portal_edit_as_drift_field_by_field_in_the_list_the_form_and_the_job_page(as_alice, declared):
-    edit_in_portal(as_alice, declared, queue="batch", max_attempts="9")
-
-    listed = as_alice.get(CHANGELIST + "?code=drift").content.decode()
-    assert "billing.ping" in listed and "billing.export" not in listed
-    assert "set billing ⚠ drift: queue, retry.max_attempts" in listed
-    in_sync = as_alice.get(CHANGELIST + "?code=sync").content.decode()
-    assert "billing.export" in in_sync and "billing.ping" not in in_sync
-
-    form = as_alice.get(reverse("admin:jobs_jobdefinition_change", args=[declared.pk])).content.decode()
-    assert (
-        'data-testid="drift-table"' in form
-        and "<td>queue</td><td>&quot;default&quot;</td><td>&quot;batch&quot;</td>" in form
-    )
-
-    page = as_alice.get(reverse("admin:portal_job", args=[declared.pk])).content.decode()
-    assert 'data-testid="job-drift-table"' in page
-    assert '<th scope="row">retry.max_attempts</th><td>5</td><td>9</td>' in page

@@ -1,4 +1,4 @@
-"""The tenant actions of the portal (pause and resume a whole tenant or one of its queues) and Adopt into code.
+"""The tenant actions of the portal (jobs/admin/tenant_pause.py): pause and resume a whole tenant or one of its queues.
 
 Alice runs acme, Bob globex. Each action shows its preview first and asks
 for a note, then acts through runs.controls; every portal page of a paused
@@ -8,13 +8,9 @@ tenant says so. The portal reads the real clock, so rows sit relative to it.
 import pytest
 from django.urls import reverse
 
-from jobs import schedules
 from jobs.models import AuditEntry, JobDefinition, QueuePause, Tenant
-from runs.apply import apply_set
 from runs.models import Run
 from tests.fixtures.portal import action, confirm
-from tests.fixtures.schedules import nightly_export, ping, specs
-from tests.scheduler_project.admin.test_scoping import job_form
 
 TENANTS = reverse("admin:jobs_tenant_changelist")
 CHANGELIST = reverse("admin:jobs_jobdefinition_changelist")
@@ -90,49 +86,3 @@ def test_it_previews_a_resume_with_what_each_job_passed_over_and_resumes_from_th
 def test_it_acts_only_on_the_users_own_tenants(as_alice, acme, globex):
     confirm(as_alice, TENANTS, "pause_tenants", [globex.pk], queue="", note="")
     assert Tenant.objects.get(pk=globex.pk).paused_at is None
-
-
-# --- adopt into code: a job of a declared set accepts its portal edits ---
-
-
-@pytest.fixture
-def declared(acme):
-    """acme's billing set, applied: billing.ping and billing.export, declared in code."""
-    apply_set(acme, specs(billing_ping=ping(), billing_export=nightly_export()), source="billing", actor="cli:ops")
-    return JobDefinition.objects.get(name="billing.ping")
-
-
-def edit_in_portal(client, job, **changes):
-    form = job_form(job.tenant, job.name, cron_expr=job.cron_expr, time_zone=job.time_zone, **changes)
-    response = client.post(reverse("admin:jobs_jobdefinition_change", args=[job.pk]), form)
-    assert response.status_code == 302, response.content.decode()[:2000]
-    job.refresh_from_db()
-
-
-def test_it_adopts_the_portal_edits_into_code_and_prints_the_declaration_to_paste(as_alice, declared):
-    edit_in_portal(as_alice, declared, queue="batch")
-
-    preview = action(as_alice, CHANGELIST, "adopt_into_code", [declared.pk]).content.decode()
-    assert "1 job(s) declared in code and edited outside it" in preview
-    assert "adopt: queue: code &quot;default&quot;, portal &quot;batch&quot;" in preview
-
-    done = confirm(as_alice, CHANGELIST, "adopt_into_code", [declared.pk], note="batch is right").content.decode()
-    assert 'data-testid="declaration"' in done
-    assert "[jobs.&quot;billing.ping&quot;]" in done and "queue = &quot;batch&quot;" in done
-    declared.refresh_from_db()
-    assert schedules.drift(declared) == []
-    entry = AuditEntry.objects.get(action="adopt")
-    assert (entry.actor, entry.note, entry.detail["accepted"][0]["field"]) == ("user:alice", "batch is right", "queue")
-
-
-def test_it_leaves_jobs_made_in_the_portal_out_of_the_adoption(as_alice, acme, make_job):
-    job = make_job(acme, "billing.manual")
-
-    preview = action(as_alice, CHANGELIST, "adopt_into_code", [job.pk]).content.decode()
-
-    assert "1 selected job(s) are not declared in code and are left out" in preview
-    assert "Nothing to do." in preview
-    assert (
-        "No: made in the portal or the API."
-        in as_alice.get(reverse("admin:jobs_jobdefinition_change", args=[job.pk])).content.decode()
-    )
