@@ -238,8 +238,8 @@ class JobDefinition(models.Model):
             ),
         ]
         indexes = [
-            # runs.materialize.due_definitions: active cron/at jobs whose next
-            # occurrence falls inside the look-ahead, per shard.
+            # runs.materialize.due_shards and lock_due: active cron/at jobs whose
+            # next occurrence falls inside the look-ahead, per shard, most urgent first.
             models.Index(
                 fields=["shard", "next_due_at"],
                 name="job_due_by_shard",

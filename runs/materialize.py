@@ -1,14 +1,22 @@
 """Turning schedules into runs, ahead of time, and explaining every occurrence.
 
 A pass takes the active jobs whose `next_due_at` falls inside the look-ahead
-and does them a shard at a time, each shard in one transaction of a few
-statements, whatever its number of jobs: lock the shard's jobs that are due
-(SKIP LOCKED: a job being edited waits for the next pass) and read them again,
-insert every occurrence of them in one insert, move every `next_due_at`
-forward in one update. The unique (job, due_at) makes a second insert after
-a crash harmless (runs.enqueue.insert_runs passes over a run that is already
-there). `materialize_job` does one job alone, by compare-and-set on its
+and does them a shard at a time, the shard with the most urgent job first
+(due_shards: one index descent per shard, so a pass reads nothing of a shard
+with nothing due, and never sorts a burst of due jobs to choose its shards).
+Each shard is one transaction of a few statements, whatever its number of
+jobs: lock up to `limit` of its due jobs, the most urgent first, and read them
+in the same statement (SKIP LOCKED: a job being edited waits for the next
+pass), insert every occurrence of them in one insert, move every
+`next_due_at` forward in one update (advance_definitions). The unique
+(job, due_at) makes a second insert after a crash harmless
+(runs.enqueue.insert_runs passes over a run that is already there).
+`materialize_job` does one job alone, by compare-and-set on its
 `next_due_at` (0 rows: someone else did it).
+
+The jobs of a burst share a few schedules (every hourly job at :00 in one
+zone has the same next occurrence), so a pass asks jobs.cron once per
+(expression, zone, previous occurrence) and reuses the answer for the rest.
 
 Occurrences that were not inserted before they fell due (no scheduler ran)
 go through the job's missed-run policy; those not run are recorded as
@@ -36,21 +44,22 @@ they did not run. The room is counted once a pass, for all its tenants at once.
 
 import dataclasses
 import datetime as dt
+import json
 import time
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Exists, OuterRef
+from django.db.models import Count, Exists, OuterRef, Q
 from django.utils import timezone
 
 from calendars import blackouts
 from calendars.models import Window
 from jobs import cron, quotas
-from jobs.models import JobDefinition, QueuePause, Tenant
-from runs import metrics
+from jobs.models import SHARDS, JobDefinition, QueuePause
+from runs import metrics, sql
 from runs import shards as shard_leases
 from runs.enqueue import build_runs, insert_runs, skipped_rows
-from runs.models import Run
+from runs.models import CLAIMABLE_STATES, Run
 
 # An occurrence is "missed" when it was not materialised before it fell due by
 # more than this: a scheduler that ticks every second never gets near it.
@@ -75,16 +84,29 @@ class MaterializeResult:
     more: bool = False  # stopped at its time budget with definitions left: call again at once
 
 
-def upcoming(job, after, until):
+def upcoming(job, after, until, schedules=None):
     """The job's occurrences strictly after `after` up to `until` inclusive, and the next one after that.
 
-    Asks cron for a few at first, then more: a look-ahead usually holds one or
-    two, and each occurrence computed costs (an every-minute job asked for 500
-    cost 35 ms a pass).
+    Asks cron for two at first (an hourly or daily job's look-ahead holds
+    one), then more: each occurrence computed costs (an every-minute job asked
+    for 500 cost 35 ms a pass). `schedules`, a dict shared by the jobs of one
+    pass, keeps each answer by (expression, zone, after, until): the jobs of a
+    burst ask the same few questions.
     """
-    found, cursor, size = [], after, 4
+    key = (job.cron_expr, job.time_zone, after, until)
+    if schedules is not None and key in schedules:
+        found, following = schedules[key]
+        return list(found), following
+    found, following = _upcoming(job.cron_expr, job.time_zone, after, until)
+    if schedules is not None:
+        schedules[key] = (tuple(found), following)
+    return found, following
+
+
+def _upcoming(expression, zone, after, until):
+    found, cursor, size = [], after, 2
     while True:
-        batch = cron.occurrences(job.cron_expr, job.time_zone, cursor, size)
+        batch = cron.occurrences(expression, zone, cursor, size)
         for instant in batch:
             if instant > until:
                 return found, instant
@@ -94,8 +116,8 @@ def upcoming(job, after, until):
         cursor, size = batch[-1], min(size * 4, 500)
 
 
-def plan(job, now, horizon, *, cap=None, windows=()):
-    """What to insert for `job` from its `next_due_at` up to `horizon`.
+def plan(job, now, horizon, *, cap=None, windows=(), schedules=None):
+    """What to insert for `job` from its `next_due_at` up to `horizon` (`schedules`: see `upcoming`).
 
     `windows`: the job's maintenance windows and calendars (calendars.models.Window,
     its own and its tenant's). An occurrence inside one is decided by the
@@ -108,7 +130,7 @@ def plan(job, now, horizon, *, cap=None, windows=()):
     if job.schedule_kind == JobDefinition.ScheduleKind.AT:
         times, following = [first], None
     else:
-        times, following = upcoming(job, first - dt.timedelta(microseconds=1), horizon)
+        times, following = upcoming(job, first - dt.timedelta(microseconds=1), horizon, schedules)
     held = _hold(job, times, windows, cap)
     if held.resume_after is not None:
         following = _after(job, held.resume_after)
@@ -192,13 +214,6 @@ def missed_summary(times, reason):
     )
 
 
-def due_definitions(now, shards=None, lookahead=None, limit=500):
-    """Active jobs whose next occurrence falls inside the look-ahead (index job_due_by_shard)."""
-    lookahead = lookahead if lookahead is not None else settings.DUETIME_LOOKAHEAD_SECONDS
-    horizon = now + dt.timedelta(seconds=lookahead)
-    return list(_due(horizon, shards).select_related("tenant").order_by("next_due_at")[:limit])
-
-
 def _due(horizon, shards=None):
     # A paused tenant's jobs, and a paused queue's, wait where they are (runs.controls.pause_tenant): their
     # next_due_at stays, and the resume records what they passed over (runs.controls.catch_up).
@@ -216,28 +231,26 @@ def _due(horizon, shards=None):
 
 
 def materialize(now=None, *, shards=None, owner=None, lookahead=None, limit=500, budget=None):
-    """One pass over due definitions, the most urgent first. Returns what it inserted.
+    """One pass over due definitions, shard by shard, the most urgent first. Returns what it inserted.
 
     `shards`: None for every shard, or the shards to do; with `owner`, a
     {shard: epoch} mapping from runs.shards.own_shards, and each shard is
     written in one transaction only while `owner` still holds it with that
     epoch (otherwise it is counted in `refused_shards` and left alone).
 
-    `budget` (seconds): after the first shard, start no further shard once it
-    is spent, and say `more` (the scheduler renews its leases between passes,
-    so a pass stays short).
+    `limit`: the most definitions of one shard done in a pass; a shard that
+    had that many due says `more`. `budget` (seconds): after the first shard,
+    start no further shard once it is spent, and say `more` (the scheduler
+    renews its leases between passes, so a pass stays short).
     """
     now = now or timezone.now()
     lookahead = lookahead if lookahead is not None else settings.DUETIME_LOOKAHEAD_SECONDS
     horizon = now + dt.timedelta(seconds=lookahead)
     result = MaterializeResult()
-    by_shard, tenants = {}, set()
-    for pk, shard, tenant in _due(horizon, shards).order_by("next_due_at").values_list("pk", "shard", "tenant")[:limit]:
-        by_shard.setdefault(shard, []).append(pk)
-        tenants.add(tenant)
-    room = rooms(tenants)  # tenant pk -> runs it may still add under max_pending_runs
+    room = {}  # tenant pk -> runs it may still add under max_pending_runs, counted once a pass (rooms)
+    schedules = {}  # the occurrences the pass computed, by schedule (upcoming)
     started = time.monotonic()
-    for shard, pks in by_shard.items():
+    for shard in due_shards(horizon, range(SHARDS) if shards is None else shards):
         if budget is not None and result.jobs + result.refused_shards and time.monotonic() - started > budget:
             result.more = True
             break
@@ -245,37 +258,86 @@ def materialize(now=None, *, shards=None, owner=None, lookahead=None, limit=500,
             if owner is not None and not shard_leases.holds(owner, shard, shards[shard]):
                 result.refused_shards += 1
                 continue
-            jobs, inserted, skipped = materialize_shard(pks, now, horizon, room)
-        result.jobs += jobs
+            jobs = lock_due(shard, horizon, limit)
+            done, inserted, skipped = materialize_jobs(jobs, now, horizon, room, schedules)
+        result.jobs += done
         result.inserted += inserted
         result.skipped += skipped
+        result.more = result.more or len(jobs) >= limit
     return result
+
+
+def due_shards(horizon, shards):
+    """The due_shards query: which of `shards` have an active job due by `horizon` that no pause holds,
+    the shard with the most urgent one first (one index descent per shard, however many are due)."""
+    return [shard for (shard,) in sql.execute("due_shards", {"shards": sorted(shards), "horizon": horizon})]
+
+
+def lock_due(shard, horizon, limit):
+    """Lock and read up to `limit` of `shard`'s jobs due by `horizon`, the most urgent first: one
+    statement (index job_due_by_shard, in order), in the caller's transaction. SKIP LOCKED: a job
+    being edited or paused right now waits for the next pass, which reads it as it is then."""
+    return list(_locked(_due(horizon, [shard]).order_by("next_due_at"))[:limit])
+
+
+def _locked(jobs):
+    """`jobs` locked FOR UPDATE SKIP LOCKED, each read with its tenant and whether any window applies
+    to it (two index probes: its own windows, its tenant's), so that only the jobs with windows
+    cost a query for them."""
+    own = Window.objects.filter(job=OuterRef("pk"), enabled=True)
+    tenant_wide = Window.objects.filter(job__isnull=True, tenant=OuterRef("tenant"), enabled=True)
+    jobs = jobs.select_related("tenant").annotate(own_windows=Exists(own), tenant_windows=Exists(tenant_wide))
+    return jobs.select_for_update(skip_locked=True, of=("self",))
 
 
 def materialize_shard(pks, now, horizon, room):
     """Materialise the jobs `pks` (of one shard) still due by `horizon`, in the caller's transaction.
 
-    Returns (jobs, runs, skipped rows). A few statements whatever the number
-    of jobs: the jobs are locked and read again first, so a job paused,
-    edited or materialised since the caller listed it is planned from what
-    it is now (or left alone), as the compare-and-set does for one job.
+    Returns (jobs, runs, skipped rows). The jobs are locked and read again
+    first, so a job paused, edited or materialised since the caller listed it
+    is planned from what it is now (or left alone), as the compare-and-set
+    does for one job. A pass does not list jobs first: it locks them (lock_due).
     """
-    jobs = list(
-        _due(horizon).filter(pk__in=pks).select_for_update(skip_locked=True, of=("self",)).select_related("tenant")
-    )
+    jobs = list(_locked(_due(horizon).filter(pk__in=pks)))
+    return materialize_jobs(jobs, now, horizon, room, {})
+
+
+def materialize_jobs(jobs, now, horizon, room, schedules):
+    """Insert the occurrences of `jobs` (locked by the caller's transaction) up to `horizon` and advance them.
+
+    Returns (jobs, runs, skipped rows). A few statements whatever the number
+    of jobs: the windows of those that have any (`_locked` says which), the
+    room of the tenants `room` has not counted yet, one insert, one update
+    (advance_definitions). `schedules`: see `upcoming`.
+    """
+    if not jobs:
+        return 0, 0, 0
+    windows = Window.objects.by_job([job for job in jobs if job.own_windows or job.tenant_windows])
+    room.update(rooms({job.tenant_id: job.tenant for job in jobs if job.tenant_id not in room}.values()))
     rows, planned = [], []
-    windows = Window.objects.by_job(jobs)  # one query for the shard's jobs
     for job in jobs:
-        todo = plan(job, now, horizon, windows=windows[job.pk])
+        todo = plan(job, now, horizon, windows=windows.get(job.pk, ()), schedules=schedules)
         cap_by_quota(job, todo, room)
         rows += rows_for(job, todo, now)
-        job.next_due_at = todo.next_due_at
         planned.append((job, todo))
     insert_runs(rows)
-    JobDefinition.objects.bulk_update(jobs, ["next_due_at"])
+    advance_definitions(planned)
     for job, todo in planned:
+        job.next_due_at = todo.next_due_at
         metrics.materialized(job, todo.runs, todo.skipped, now)
     return len(jobs), sum(len(t.runs) for _, t in planned), sum(len(t.skipped) for _, t in planned)
+
+
+def advance_definitions(planned):
+    """The advance_definitions query: move each job's next_due_at from the value its plan started from
+    to the plan's, for every (job, plan) of `planned` in one statement (the jobs are locked)."""
+    rows = [{"id": job.pk, "was": _utc(job.next_due_at), "next": _utc(todo.next_due_at)} for job, todo in planned]
+    sql.execute("advance_definitions", {"rows": json.dumps(rows)})
+
+
+def _utc(value):
+    """UTC wall time as text, as runs.enqueue sends datetimes in JSON: the form both dialects read."""
+    return None if value is None else str(value.astimezone(dt.UTC).replace(tzinfo=None))
 
 
 def materialize_job(job, now, horizon, room=None):
@@ -298,18 +360,21 @@ def materialize_job(job, now, horizon, room=None):
     return len(todo.runs), len(todo.skipped)
 
 
-def rooms(tenant_ids):
-    """{tenant pk: runs it may still add under max_pending_runs} for the tenants of one pass, in two queries.
+def rooms(tenants):
+    """{tenant pk: runs it may still add under max_pending_runs} for these Tenant rows, in one query.
 
     A pass of a burst touches hundreds of tenants: one count each
     (jobs.quotas.pending_room) cost more than the materialising itself.
     """
-    if not tenant_ids:
+    ids = [tenant.pk for tenant in tenants]
+    if not ids:
         return {}
-    pending = Run.objects.filter(tenant_id__in=tenant_ids).pending().values_list("tenant_id")
+    # Stated as waiting OR leased, each half the predicate of a partial index (run_claimable,
+    # run_leased_by_owner): the planner reads those two for the tenants instead of every open run.
+    waiting_or_leased = Q(state__in=CLAIMABLE_STATES) | Q(state=Run.State.LEASED)
+    pending = Run.objects.filter(waiting_or_leased, tenant_id__in=ids).pending().values_list("tenant_id")
     counts = dict(pending.order_by().annotate(n=Count("pk")).values_list("tenant_id", "n"))
-    limits = Tenant.objects.filter(pk__in=tenant_ids).values_list("pk", "max_pending_runs")
-    return {pk: limit - counts.get(pk, 0) for pk, limit in limits}
+    return {tenant.pk: tenant.max_pending_runs - counts.get(tenant.pk, 0) for tenant in tenants}
 
 
 def cap_by_quota(job, todo, room):

@@ -352,10 +352,16 @@ SELECT nextval('runs_fencing_token_seq') FROM generate_series(1, %(n)s);
 -- rows that went in. Two guards, because a unique index of a partitioned table
 -- must hold the partition key: the open partition's unique indexes (ON
 -- CONFLICT: two inserts at once, or a run still open), and the NOT EXISTS
--- probes of every partition (the first run of that key already in history;
--- one index probe per day partition). A run that finished while this statement
--- ran is not in its snapshot: runs.enqueue.enqueue checks again after the
--- insert for the callers' keys; occurrences are inserted under their job's lock.
+-- probes of the day partitions (the first run of that key already in history;
+-- one index probe per day partition), and of the open one only for a row that goes to history
+-- (a skipped summary: ON CONFLICT covers the rest there). OFFSET 0 keeps the probes probes,
+-- and leaving the open partition out of them keeps its size out of their plan: the planner
+-- would otherwise hash every scheduled (or API) run, or scan the open partition once per row,
+-- when the plan was made while that partition was nearly empty (a prepared statement keeps
+-- it), and a burst of materialisation then read the whole open partition for each insert.
+-- A run that finished while this statement ran is not in its snapshot:
+-- runs.enqueue.enqueue checks again after the insert for the callers' keys;
+-- occurrences are inserted under their job's lock.
 -- A run inserted finished (a skipped summary) goes straight into history.
 INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
                       idempotency_key, worker_id, queue, priority, shard, payload, finished_at, last_error, reason,
@@ -374,10 +380,22 @@ FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(job_id bigint, tenant_id bigint, o
                                               finished_at timestamp, reason text, covers_until timestamp)
 WHERE NOT (r.origin = 'schedule' AND EXISTS (
           SELECT 1 FROM runs_run o
-          WHERE o.origin = 'schedule' AND o.job_id = r.job_id AND o.due_at = r.due_at AT TIME ZONE 'UTC'))
+          WHERE o.origin = 'schedule' AND o.job_id = r.job_id AND o.due_at = r.due_at AT TIME ZONE 'UTC'
+            AND o.history_day < DATE '9999-12-31'
+          OFFSET 0))
   AND NOT (r.origin = 'api' AND EXISTS (
           SELECT 1 FROM runs_run o
-          WHERE o.origin = 'api' AND o.tenant_id = r.tenant_id AND o.idempotency_key = r.idempotency_key))
+          WHERE o.origin = 'api' AND o.tenant_id = r.tenant_id AND o.idempotency_key = r.idempotency_key
+            AND o.history_day < DATE '9999-12-31'
+          OFFSET 0))
+  AND NOT (r.origin = 'schedule' AND r.state IN ('succeeded', 'cancelled', 'skipped') AND EXISTS (
+          SELECT 1 FROM runs_run o
+          WHERE o.origin = 'schedule' AND o.job_id = r.job_id AND o.due_at = r.due_at AT TIME ZONE 'UTC'
+            AND o.history_day = DATE '9999-12-31'))
+  AND NOT (r.origin = 'api' AND r.state IN ('succeeded', 'cancelled', 'skipped') AND EXISTS (
+          SELECT 1 FROM runs_run o
+          WHERE o.origin = 'api' AND o.tenant_id = r.tenant_id AND o.idempotency_key = r.idempotency_key
+            AND o.history_day = DATE '9999-12-31'))
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, idempotency_key;
 
@@ -414,6 +432,9 @@ RETURNING lease_expires_at;
 -- bins 25 %% wide in ms, bin 0 under 1 ms), so the scheduler folds a few
 -- hundred groups instead of reading every attempt into Python. `last_id` is
 -- the highest attempt id folded (the cursor's next value), on every row.
+-- The span is a range of ids from the first one after the cursor (min(): one
+-- index descent), not `id > cursor ORDER BY id LIMIT n`, whose plan depends
+-- on statistics (stale ones chose a scan of the whole table and a sort).
 WITH span AS MATERIALIZED (
     SELECT a.id, a.attempt, a.started_at, a.ended_at, a.outcome, a.available_at, a.run_id, a.history_day
     FROM runs_attempt a
@@ -442,3 +463,34 @@ SELECT tenant_id, job_id, date_trunc('minute', started_at) AS started_minute,
        coalesce(max(ms), 0)::bigint AS ms_max, (SELECT max(id) FROM settled) AS last_id
 FROM settled
 GROUP BY 1, 2, 3, 4, 5, 6;
+
+-- name: due_shards
+-- materialize.due_shards (materialize.materialize): which of %(shards)s have an active job due by
+-- %(horizon)s that no pause holds, the shard of the most urgent one first. One descent of
+-- job_due_by_shard per shard (LATERAL ... LIMIT 1), stopping at its first due job whose tenant and
+-- queue are not paused: a pass reads nothing of a shard with nothing due, and does not read, let
+-- alone sort, the hundreds of thousands of jobs of a burst to choose where to start. The pauses are
+-- the filters of materialize._due, so a shard whose due jobs are all paused is not visited.
+SELECT s.shard
+FROM unnest(%(shards)s::smallint[]) AS s(shard)
+CROSS JOIN LATERAL (
+    SELECT j.next_due_at
+    FROM jobs_jobdefinition j
+    JOIN jobs_tenant t ON t.id = j.tenant_id
+    WHERE j.shard = s.shard AND j.status = 'active' AND j.next_due_at IS NOT NULL
+      AND j.next_due_at <= %(horizon)s AND t.paused_at IS NULL
+      AND NOT EXISTS (SELECT 1 FROM jobs_queuepause qp WHERE qp.tenant_id = j.tenant_id AND qp.queue = j.queue)
+    ORDER BY j.next_due_at
+    LIMIT 1
+) AS d
+ORDER BY d.next_due_at, s.shard;
+
+-- name: advance_definitions
+-- materialize.advance_definitions (materialize.materialize_jobs): move the next_due_at of a shard's
+-- materialised jobs forward, one statement for all of them (one JSON object per job: its id, the
+-- value its plan started from, the new one or null), where Django's bulk_update builds a CASE of
+-- one branch per job. Compare-and-set on the old value; the pass holds the rows' locks anyway.
+UPDATE jobs_jobdefinition j
+SET next_due_at = v.next AT TIME ZONE 'UTC'
+FROM jsonb_to_recordset(%(rows)s::jsonb) AS v(id bigint, was timestamp, next timestamp)
+WHERE j.id = v.id AND j.next_due_at = v.was AT TIME ZONE 'UTC';

@@ -354,3 +354,33 @@ SELECT tenant_id, job_id, strftime('%%Y-%%m-%%d %%H:%%M:00', started_at) AS star
        coalesce(max(ms), 0) AS ms_max, (SELECT max(id) FROM settled) AS last_id
 FROM settled
 GROUP BY 1, 2, 3, 4, 5, 6;
+
+-- name: due_shards
+-- materialize.due_shards (materialize.materialize): which of %(shards)s have an active job due by
+-- %(horizon)s that no pause holds, the shard of the most urgent one first (one min() per shard on
+-- job_due_by_shard; the pauses are materialize._due's filters).
+SELECT shard
+FROM (
+    SELECT s.value AS shard,
+           (SELECT min(j.next_due_at)
+            FROM jobs_jobdefinition j
+            JOIN jobs_tenant t ON t.id = j.tenant_id
+            WHERE j.shard = s.value AND j.status = 'active' AND j.next_due_at IS NOT NULL
+              AND j.next_due_at <= %(horizon)s AND t.paused_at IS NULL
+              AND NOT EXISTS (SELECT 1 FROM jobs_queuepause qp WHERE qp.tenant_id = j.tenant_id AND qp.queue = j.queue)
+           ) AS first_due
+    FROM json_each(%(shards)s) AS s
+)
+WHERE first_due IS NOT NULL
+ORDER BY first_due, shard;
+
+-- name: advance_definitions
+-- materialize.advance_definitions (materialize.materialize_jobs): move the next_due_at of a shard's
+-- materialised jobs forward in one statement (one JSON object per job: id, old value, new value or
+-- null, as UTC text, the form the backend stores); compare-and-set on the old value.
+UPDATE jobs_jobdefinition
+SET next_due_at = v.next
+FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.was') AS was,
+             json_extract(value, '$.next') AS next
+      FROM json_each(%(rows)s)) AS v
+WHERE jobs_jobdefinition.id = v.id AND jobs_jobdefinition.next_due_at = v.was;

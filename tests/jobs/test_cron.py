@@ -4,6 +4,8 @@ The DST tables per zone live in test_cron_dst.py. Run from the project root:
     .venv/bin/python -m pytest tests/jobs/test_cron*.py -q -p no:django
 """
 
+import itertools
+import random
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -468,3 +470,106 @@ def test_it_checks_before_describing():
         cron.describe("61 * * * *", "UTC")
     with pytest.raises(cron.ZoneError):
         cron.describe("* * * * *", "Mars/Base")
+
+
+# ------------------------------------------------- the every-day walk (no croniter)
+
+# Schedules that fire on whole days -- no day-of-month or month rule -- are walked by arithmetic
+# (cron._daily_walls) instead of croniter: it must give the very wall times croniter gives.
+EVERY_DAY = [
+    "* * * * *",
+    "0 * * * *",
+    "59 * * * *",
+    "*/5 * * * *",
+    "7,37 */6 * * *",
+    "0 0 * * *",
+    "30 23 * * *",
+    "0 9-17 * * 1-5",
+    "15 10 * * 0",
+    "0 12 * * 6,7",
+    "*/7 3-4 * * */2",
+    "0 0 1-31 * *",
+    "@hourly",
+    "@daily",
+    "@weekly",
+]
+
+
+def walls_of(walker, expression, start, count):
+    spec = cron._parse(expression)
+    if walker == "croniter":
+        import copy
+
+        cursor = copy.copy(cron._walker(spec))
+        cursor.set_current(start, force=True)
+        return [cursor.get_next() for _ in range(count)]
+    return list(itertools.islice(cron._daily_walls(spec, start), count))
+
+
+def random_every_day(rng):
+    def field(low, high):
+        kind = rng.randrange(5)
+        if kind == 0:
+            return "*"
+        if kind == 1:
+            return str(rng.randint(low, high))
+        if kind == 2:
+            a = rng.randint(low, high)
+            return f"{a}-{rng.randint(a, high)}"
+        if kind == 3:
+            return f"*/{rng.randint(1, high - low + 1)}"
+        return ",".join(str(rng.randint(low, high)) for _ in range(rng.randint(2, 4)))
+
+    weekday = field(0, 7) if rng.random() < 0.4 else "*"
+    return f"{field(0, 59)} {field(0, 23)} * * {weekday}"
+
+
+def test_it_walks_every_day_schedules_as_croniter_does():
+    rng = random.Random(11)
+    expressions = EVERY_DAY + [random_every_day(rng) for _ in range(300)]
+    for expression in expressions:
+        assert cron._is_daily(cron._parse(expression)), expression
+        start = datetime(rng.randint(2020, 2031), rng.randint(1, 12), rng.randint(1, 28), rng.randint(0, 23))
+        start = start.replace(minute=rng.randint(0, 59), second=rng.choice([0, 0, 30]), microsecond=rng.choice([0, 7]))
+        assert walls_of("fast", expression, start, 60) == walls_of("croniter", expression, start, 60), (
+            expression,
+            start,
+        )
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        datetime(2028, 2, 28, 23, 59, 59),  # into a leap day
+        datetime(2026, 12, 31, 23, 59),  # into a new year
+        datetime(2026, 3, 1, 0, 0),  # exactly on a match: strictly after it
+        datetime(2026, 6, 30, 9, 0, 0, 1),
+    ],
+)
+@pytest.mark.parametrize("expression", EVERY_DAY)
+def test_the_every_day_walk_agrees_across_month_and_year_ends(expression, start):
+    assert walls_of("fast", expression, start, 40) == walls_of("croniter", expression, start, 40)
+
+
+def test_the_every_day_walk_ends_with_the_year_9999_as_croniter_does():
+    assert cron.occurrences("0 0 * * *", "UTC", utc("9999-12-29 12:00"), 5) == [
+        utc("9999-12-30 00:00"),
+        utc("9999-12-31 00:00"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "expression, every_day",
+    [
+        ("* * * * *", True),
+        ("0 9 * * 1-5", True),
+        ("@hourly", True),
+        ("0 0 1-31 * *", True),  # every day of the month, written out
+        ("0 0 1 * *", False),  # a day-of-month rule: croniter walks it
+        ("0 0 * 2 *", False),  # a month rule
+        ("0 0 1-31 * 1", False),  # both day fields restricted: either may match
+        ("@monthly", False),
+    ],
+)
+def test_it_walks_by_arithmetic_only_what_fires_on_whole_days(expression, every_day):
+    assert cron._is_daily(cron._parse(expression)) is every_day

@@ -464,3 +464,46 @@ def test_it_previews_the_same_runs_it_schedules():
     assert all(o.local.timestamp() == o.at_utc.timestamp() for o in previewed)
     assert all(o.local.tzinfo == ZoneInfo(zone) and o.at_utc.tzinfo is UTC for o in previewed)
     assert all(o.note == "" for o in cron.preview("0 9 * * *", "Asia/Kolkata", after, 30))
+
+
+# The schedules that fire on whole days are walked by arithmetic, not croniter (cron._daily_walls);
+# the DST rules act on the wall times either way. Both walks, side by side, in zones whose clocks do
+# odd things: 30-minute DST (Lord Howe), a 45-minute offset (Kathmandu), a skipped day (Apia,
+# 2011-12-30), midnight transitions (Santiago, Havana), a southern-hemisphere fall-back (Sydney).
+ODD_ZONES = {
+    "America/New_York": ["2026-03-08 06:30", "2026-11-01 05:10"],
+    "Europe/London": ["2026-03-29 00:20", "2026-10-25 00:59"],
+    "Australia/Lord_Howe": ["2026-04-04 14:40", "2026-10-03 15:10"],
+    "Asia/Kathmandu": ["2026-01-01 00:00"],
+    "Pacific/Apia": ["2011-12-29 09:00"],
+    "America/Santiago": ["2026-04-05 02:30", "2026-09-06 03:30"],
+    "America/Havana": ["2026-03-08 04:30", "2026-11-01 04:30"],
+    "Australia/Sydney": ["2026-04-04 15:30", "2026-10-03 15:30"],
+}
+SHAPES = [
+    "* * * * *",
+    "0 * * * *",
+    "30 * * * *",
+    "*/15 * * * *",
+    "0 0 * * *",
+    "30 2 * * *",
+    "0,30 1-3 * * *",
+    "45 23 * * 1-5",
+    "0 12 * * 0",
+    "@daily",
+    "@hourly",
+]
+
+
+@pytest.mark.parametrize("zone, afters", ODD_ZONES.items())
+def test_the_every_day_walk_keeps_the_dst_rules_in_every_zone(zone, afters, monkeypatch):
+    cases = [(shape, datetime.fromisoformat(after).replace(tzinfo=UTC)) for shape in SHAPES for after in afters]
+    fast = [cron.occurrences(shape, zone, after, 150) for shape, after in cases]
+    monkeypatch.setattr(cron, "_is_daily", lambda spec: False)  # croniter walks every schedule
+    assert fast == [cron.occurrences(shape, zone, after, 150) for shape, after in cases]
+
+
+def test_both_walks_end_at_the_year_9999(monkeypatch):
+    fast = cron.occurrences("0 0 * * *", "UTC", datetime(9999, 12, 29, 12, tzinfo=UTC), 5)
+    monkeypatch.setattr(cron, "_is_daily", lambda spec: False)
+    assert fast == cron.occurrences("0 0 * * *", "UTC", datetime(9999, 12, 29, 12, tzinfo=UTC), 5)

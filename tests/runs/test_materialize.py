@@ -377,4 +377,93 @@ def test_a_shard_reads_its_jobs_windows_in_one_query_whatever_their_number(acme,
     with CaptureQueriesContext(connection) as forty:
         materialize.materialize(T0, lookahead=60)
     assert len(forty) == len(five)
-    assert sum("calendars_window" in q["sql"] for q in forty.captured_queries) == 1
+    # The read of the shard's jobs says which have windows (EXISTS probes); one query reads them.
+    assert sum(q["sql"].startswith('SELECT "calendars_window"') for q in forty.captured_queries) == 1
+
+
+# --- at scale: which shards a pass visits, what it reads, what it asks cron --------------------
+
+
+def jobs_on_shard(tenant, make_job, shard, count, due=T0, cron_expr="* * * * *"):
+    """`count` jobs of `tenant` that hash to `shard`, due at `due`."""
+    from jobs.models import shard_for
+
+    names = [n for n in (f"job-{i}" for i in range(20_000)) if shard_for(tenant.name, n) == shard][:count]
+    jobs = [make_job(tenant, name, cron_expr=cron_expr) for name in names]
+    JobDefinition.objects.filter(pk__in=[j.pk for j in jobs]).update(next_due_at=due)
+    return list(JobDefinition.objects.filter(pk__in=[j.pk for j in jobs]).order_by("pk"))
+
+
+def test_a_pass_visits_only_the_shards_with_something_due_the_most_urgent_first(acme, make_job):
+    jobs_on_shard(acme, make_job, 7, 1, due=T0 + minutes(1))
+    jobs_on_shard(acme, make_job, 3, 1, due=T0 + minutes(2))
+    jobs_on_shard(acme, make_job, 12, 1, due=T0)
+    jobs_on_shard(acme, make_job, 40, 1, due=T0 + minutes(10))  # beyond the look-ahead
+    assert materialize.due_shards(T0 + minutes(2), range(64)) == [12, 7, 3]
+    assert materialize.due_shards(T0 + minutes(2), [3, 40]) == [3]
+
+
+def test_a_shard_whose_due_jobs_are_all_paused_is_not_visited(acme, globex, make_job):
+    from jobs.models import QueuePause
+
+    jobs_on_shard(acme, make_job, 5, 2)
+    Tenant.objects.filter(pk=acme.pk).update(paused_at=T0)
+    jobs_on_shard(globex, make_job, 9, 2)
+    QueuePause.objects.create(tenant=globex, queue="default", paused_at=T0)
+    assert materialize.due_shards(T0, range(64)) == []
+    assert materialize.materialize(T0, lookahead=60).jobs == 0
+
+
+def test_a_pass_takes_at_most_its_limit_of_one_shard_and_says_there_is_more(acme, make_job):
+    jobs = jobs_on_shard(acme, make_job, 0, 5)
+    result = materialize.materialize(T0, lookahead=0, limit=3)
+    assert (result.jobs, result.more) == (3, True)
+    result = materialize.materialize(T0, lookahead=0, limit=3)
+    assert (result.jobs, result.more) == (2, False)
+    assert Run.objects.filter(job__in=jobs).count() == 5
+
+
+def test_the_jobs_of_a_burst_ask_cron_once_per_schedule(acme, globex, make_job, monkeypatch):
+    jobs_on_shard(acme, make_job, 0, 30, cron_expr="0 * * * *")
+    jobs_on_shard(globex, make_job, 1, 30, cron_expr="0 * * * *")
+    asked = []
+    real = cron.occurrences
+    monkeypatch.setattr(cron, "occurrences", lambda *args: asked.append(args) or real(*args))
+    assert materialize.materialize(T0, lookahead=60).inserted == 60
+    assert len(asked) == 1  # 09:00 and the next, 10:00, for all 60 jobs in both shards
+    assert set(Run.objects.values_list("due_at", flat=True)) == {T0}
+    assert set(JobDefinition.objects.values_list("next_due_at", flat=True)) == {T0 + minutes(60)}
+
+
+def test_it_advances_a_job_only_from_the_next_due_it_was_planned_from(acme, make_job):
+    moved, edited = jobs_on_shard(acme, make_job, 0, 2)
+    stale = JobDefinition.objects.get(pk=edited.pk)
+    JobDefinition.objects.filter(pk=edited.pk).update(next_due_at=T0 + minutes(30))  # rescheduled meanwhile
+    plans = [(job, materialize.Plan(next_due_at=T0 + minutes(1))) for job in (moved, stale)]
+    materialize.advance_definitions(plans)
+    moved.refresh_from_db(), edited.refresh_from_db()
+    assert (moved.next_due_at, edited.next_due_at) == (T0 + minutes(1), T0 + minutes(30))
+
+
+def test_a_schedule_that_ends_leaves_its_job_with_no_next_due(acme, make_job):
+    (job,) = jobs_on_shard(acme, make_job, 0, 1, cron_expr="0 0 29 2 *")
+    JobDefinition.objects.filter(pk=job.pk).update(next_due_at=T0)
+    materialize.advance_definitions([(job, materialize.Plan(next_due_at=None))])
+    job.refresh_from_db()
+    assert job.next_due_at is None
+
+
+def test_a_shard_without_windows_reads_none(acme, make_job):
+    jobs_on_shard(acme, make_job, 0, 5)
+    with CaptureQueriesContext(connection) as queries:
+        assert materialize.materialize(T0, lookahead=60).inserted == 10
+    assert not any(q["sql"].startswith('SELECT "calendars_window"') for q in queries.captured_queries)
+
+
+def test_the_room_counts_waiting_and_leased_runs_not_finished_ones(acme, globex, make_job, make_run):
+    job = make_job(acme, "export")
+    for state in ("scheduled", "retry_wait", "leased", "succeeded", "dead", "cancelled"):
+        make_run(job, state=state)
+    Tenant.objects.filter(pk=acme.pk).update(max_pending_runs=10)
+    acme.refresh_from_db()
+    assert materialize.rooms([acme, globex]) == {acme.pk: 7, globex.pk: globex.max_pending_runs}
