@@ -49,8 +49,11 @@ def run(options):
             "outcomes": ["succeeded"] * len(leased),
             "errors": [""] * len(leased),
             "retryable": [False] * len(leased),
+            "results": [None] * len(leased),
             "now": None,
         }
+        heartbeat = {"id": leased[0][0], "token": leased[0][1], "lease": 30, "now": None}
+        _explain(cursor, "heartbeat", heartbeat, timings)
         _explain(cursor, "complete_runs", completion, timings)
         _explain(cursor, "expire_leases", {"now": None, "n": 1000}, timings)
         transaction.set_rollback(True)

@@ -37,8 +37,12 @@ def drain(options):
     return {"workload": "drain", "tenant": tenant.name, **report.figures(tenant, options["runs"])}
 
 
-def steady(options):
-    """`rate` runs/s falling due evenly for `seconds`, workers already running. Lateness."""
+def steady(options, during=None):
+    """`rate` runs/s falling due evenly for `seconds`, workers already running. Lateness.
+
+    `during(first_due, last_due)`, if given, is called once the runs are in, before waiting for them
+    (bench history starts its partition drop from there).
+    """
     tenant, job = bench_tenant("steady")
     settle()
     count = int(options["rate"] * options["seconds"])
@@ -48,6 +52,8 @@ def steady(options):
         first = db_now() + dt.timedelta(seconds=2)
         insert_runs(job, first, count, spacing_seconds=1 / options["rate"])
         last_due = first + dt.timedelta(seconds=(count - 1) / options["rate"])
+        if during:
+            during(first, last_due)
         report.wait_until_done(tenant, options["timeout"] + options["seconds"], fleet, last_due=last_due)
     finally:
         fleet.stop()
