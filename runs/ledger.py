@@ -8,7 +8,8 @@ occurrence (unique per job and due time), the skipped summary row that
 covers it (missed-run policy, quota, maintenance window, passed over while
 paused), its attempts, and the audit entry of whoever cancelled it. Each
 entry gets a fate (FATES). An occurrence with no record at all, before the
-job's next due time and after its current schedule began, is **missing**:
+job's next due time, after its current schedule began and within the history
+kept (DUETIME_RETENTION_DAYS, runs/retention.py: older ones are `expired`), is **missing**:
 Duetime promises that never happens, so each is counted in
 `duetime_ledger_missing_occurrences` when a ledger is computed.
 
@@ -25,6 +26,7 @@ occurrences before it. Occurrences before the job was created are not listed.
 import dataclasses
 import datetime as dt
 
+from django.conf import settings
 from django.db.models import Q
 
 from calendars import blackouts
@@ -51,6 +53,7 @@ FATES = {
     "not_materialized": "due, but the scheduler has not reached it yet",
     "earlier_schedule": "a run of an earlier schedule of the job",
     "before_schedule": "before the current schedule began: no record expected",
+    "expired": "older than the history kept (DUETIME_RETENTION_DAYS): its record may have been removed",
     "missing": "no record at all: a bug",
 }
 
@@ -248,8 +251,16 @@ def _without_run(entry, job, records, now, cut):
         _not_materialized(entry, job, now)
     elif cut is not None and entry.at < cut:
         entry.fate, entry.detail = "before_schedule", f"the schedule was edited at {cut:%Y-%m-%d %H:%M} UTC"
+    elif entry.at < retained_since(now):
+        entry.fate, entry.detail = "expired", FATES["expired"]
     else:
         entry.fate, entry.detail = "missing", "no run and no skipped record stands for this occurrence"
+
+
+def retained_since(now):
+    """The oldest instant whose records retention surely kept: a day's history goes as a whole, up to a day
+    after it passed DUETIME_RETENTION_DAYS (runs/retention.py), so an occurrence before that may be gone."""
+    return now - dt.timedelta(days=settings.DUETIME_RETENTION_DAYS + 1)
 
 
 def _not_materialized(entry, job, now):

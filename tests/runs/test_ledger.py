@@ -120,3 +120,18 @@ def test_it_refuses_a_window_backwards_or_a_page_too_long(hourly):
         ledger.ledger(hourly, NOW, NOW - H, NOW)
     with pytest.raises(ValueError):
         ledger.ledger(hourly, NOW - H, NOW, NOW, limit=ledger.MAX_LIMIT + 1)
+
+
+def test_an_occurrence_older_than_the_history_kept_is_expired_not_missing(hourly, settings):
+    """Retention drops whole days of runs: what is gone past DUETIME_RETENTION_DAYS is not a bug."""
+    settings.DUETIME_RETENTION_DAYS = 30
+    JobDefinition.objects.filter(pk=hourly.pk).update(created_at=NOW - dt.timedelta(days=40))
+    hourly.refresh_from_db()
+    before = missing_counted()
+
+    old = ledger.ledger(hourly, NOW - dt.timedelta(days=35), NOW - dt.timedelta(days=35) + 3 * H, NOW)
+    recent = ledger.ledger(hourly, NOW - dt.timedelta(days=29), NOW - dt.timedelta(days=29) + 3 * H, NOW)
+
+    assert {e.fate for e in old.entries} == {"expired"}
+    assert {e.fate for e in recent.entries} == {"missing"}
+    assert missing_counted() == before + len(recent.entries)
