@@ -15,7 +15,7 @@ from notify import notifier
 from runs import canary, materialize, metrics, reproject, retention, rollups, shards, transitions
 
 REAP_BATCH = 1000
-MATERIALIZE_BATCH = 500
+MATERIALIZE_BATCH = 500  # due jobs of one shard a pass materialises at most (runs.materialize.materialize's limit)
 
 
 @dataclasses.dataclass

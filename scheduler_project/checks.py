@@ -62,8 +62,8 @@ def duetime_settings(app_configs, **kwargs):
             errors.append(Error(f"{name} must be a whole number (0 turns it off), not {value!r}.", id="duetime.E010"))
     errors.extend(_task_module_errors())
     errors.extend(_metrics_errors())
-    errors.extend(_default_jitter_errors())
     errors.extend(_move_log_errors())
+    errors.extend(_default_jitter_errors())
     errors.extend(_retention_errors())
     return errors
 
@@ -154,21 +154,6 @@ def _metrics_errors():
     return errors
 
 
-def _default_jitter_errors():
-    """The default jitter (jobs/jitter.py) is a percentage of the interval and a cap a job's jitter may have."""
-    errors = []
-    for name, most in (("DUETIME_DEFAULT_JITTER_PERCENT", 100), ("DUETIME_DEFAULT_JITTER_MAX_SECONDS", 3600)):
-        value = getattr(settings, name, None)
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= most:
-            errors.append(
-                Error(
-                    f"{name} must be a whole number from 0 to {most} (0 turns the default off), not {value!r}.",
-                    id="duetime.E040",
-                )
-            )
-    return errors
-
-
 def _move_log_errors():
     """DUETIME_MOVE_LOG is stderr, stdout, off, or an absolute path in a directory that exists."""
     value = settings.DUETIME_MOVE_LOG
@@ -196,3 +181,18 @@ def _retention_errors():
             )
         ]
     return []
+
+
+def _default_jitter_errors():
+    """The default jitter (jobs/jitter.py) is a percentage of the interval and a cap a job's jitter may have."""
+    errors = []
+    for name, most in (("DUETIME_DEFAULT_JITTER_PERCENT", 100), ("DUETIME_DEFAULT_JITTER_MAX_SECONDS", 3600)):
+        value = getattr(settings, name, None)
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= most:
+            errors.append(
+                Error(
+                    f"{name} must be a whole number from 0 to {most} (0 turns the default off), not {value!r}.",
+                    id="duetime.E040",
+                )
+            )
+    return errors

@@ -355,10 +355,11 @@ SELECT nextval('runs_fencing_token_seq') FROM generate_series(1, %(n)s);
 -- probes of the day partitions (the first run of that key already in history;
 -- one index probe per day partition), and of the open one only for a row that goes to history
 -- (a skipped summary: ON CONFLICT covers the rest there). OFFSET 0 keeps the probes probes,
--- and leaving the open partition out of them keeps its size out of their plan: the planner
--- would otherwise hash every scheduled (or API) run, or scan the open partition once per row,
--- when the plan was made while that partition was nearly empty (a prepared statement keeps
--- it), and a burst of materialisation then read the whole open partition for each insert.
+-- and leaving the open partition out of them but for those rows keeps its size out of their
+-- plan: the planner would otherwise hash every scheduled (or API) run, or scan the open
+-- partition once per row, when the plan was made while that partition was nearly empty (a
+-- prepared statement keeps it), and a burst of materialisation then read the whole open
+-- partition for each insert.
 -- A run that finished while this statement ran is not in its snapshot:
 -- runs.enqueue.enqueue checks again after the insert for the callers' keys;
 -- occurrences are inserted under their job's lock.
@@ -391,11 +392,13 @@ WHERE NOT (r.origin = 'schedule' AND EXISTS (
   AND NOT (r.origin = 'schedule' AND r.state IN ('succeeded', 'cancelled', 'skipped') AND EXISTS (
           SELECT 1 FROM runs_run o
           WHERE o.origin = 'schedule' AND o.job_id = r.job_id AND o.due_at = r.due_at AT TIME ZONE 'UTC'
-            AND o.history_day = DATE '9999-12-31'))
+            AND o.history_day = DATE '9999-12-31'
+          OFFSET 0))
   AND NOT (r.origin = 'api' AND r.state IN ('succeeded', 'cancelled', 'skipped') AND EXISTS (
           SELECT 1 FROM runs_run o
           WHERE o.origin = 'api' AND o.tenant_id = r.tenant_id AND o.idempotency_key = r.idempotency_key
-            AND o.history_day = DATE '9999-12-31'))
+            AND o.history_day = DATE '9999-12-31'
+          OFFSET 0))
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, idempotency_key;
 

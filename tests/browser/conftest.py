@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 from tests.conftest import engine_env
 from tests.waiting import wait_until
 
 CHROMIUM = os.environ.get("DUETIME_CHROMIUM", "/usr/bin/chromium")
+CONTENT_TYPES = {}  # (app label, model): the id the portal's web process saw when it started
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 SHOTS = Path(settings.BASE_DIR) / "test-artifacts" / "screenshots"
 # What scrolls sideways: the page itself, or any box inside #content whose content is wider than it
@@ -66,6 +67,10 @@ def portal(django_db_setup, django_db_blocker, tmp_path_factory):
     port = free_port()
     logs = tmp_path_factory.mktemp("portal-logs")
     with django_db_blocker.unblock():
+        from django.contrib.contenttypes.models import ContentType
+
+        CONTENT_TYPES.clear()
+        CONTENT_TYPES.update(((a, m), pk) for a, m, pk in ContentType.objects.values_list("app_label", "model", "pk"))
         env = engine_env(
             DEBUG="1",
             SESSION_COOKIE_SECURE="0",
@@ -141,12 +146,28 @@ def browser(portal):
 
 
 @pytest.fixture
-def live_db(transactional_db):
-    """Committed data the portal's processes can see; SQLite's fencing counter restored after a flush."""
+def live_db(transactional_db, portal):
+    """Committed data the portal's processes can see; SQLite's fencing counter restored after a flush,
+    and the content types back at the ids the web process has cached (the flush after the previous
+    test made them again under new ids, and the admin's change log would name one that is gone)."""
+    _restore_content_type_ids()
     if connection.vendor == "sqlite":
         from runs.models import Counter
 
         Counter.objects.get_or_create(name="fencing_token", defaults={"value": 1_000_000})
+
+
+def _restore_content_type_ids():
+    from django.contrib.auth.models import Permission
+    from django.contrib.contenttypes.models import ContentType
+
+    with transaction.atomic():  # the foreign keys to the content types are checked at commit
+        for app_label, model, pk in ContentType.objects.values_list("app_label", "model", "pk"):
+            cached = CONTENT_TYPES.get((app_label, model))
+            if cached is not None and cached != pk:
+                ContentType.objects.filter(pk=pk).update(id=cached)
+                Permission.objects.filter(content_type_id=pk).update(content_type_id=cached)
+    ContentType.objects.clear_cache()
 
 
 class Visitor:

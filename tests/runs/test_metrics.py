@@ -250,7 +250,13 @@ def outcome(round_, i):
 
 
 def series_per_metric(now):
-    """{sample name: how many label sets} in this process's registry and the database gauges at `now`."""
-    counts = Tally(s.name for family in REGISTRY.collect() for s in family.samples)
-    counts.update(s.name for family in metrics.DatabaseCollector().collect_at(now) for s in family.samples)
-    return dict(counts)
+    """{sample name: how many label sets} in this process's registry and the database gauges at `now`
+    (a series once: the web's /metrics, served in this process by an earlier test, registers the
+    database gauges in the registry too)."""
+    series = {(s.name, tuple(sorted(s.labels.items()))) for family in REGISTRY.collect() for s in family.samples}
+    series.update(
+        (s.name, tuple(sorted(s.labels.items())))
+        for family in metrics.DatabaseCollector().collect_at(now)
+        for s in family.samples
+    )
+    return dict(Tally(name for name, _ in series))

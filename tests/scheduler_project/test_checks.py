@@ -73,14 +73,6 @@ def test_it_refuses_a_metrics_port_out_of_range_and_a_canary_queue_that_is_no_qu
     assert ids(duetime_settings(None)) == []
 
 
-def test_it_refuses_a_default_jitter_out_of_range_and_accepts_zero_as_off(settings):
-    settings.DUETIME_DEFAULT_JITTER_PERCENT = 150
-    settings.DUETIME_DEFAULT_JITTER_MAX_SECONDS = 0
-    errors = duetime_settings(None)
-    assert ids(errors) == ["duetime.E040"]
-    assert "DUETIME_DEFAULT_JITTER_PERCENT" in errors[0].msg and "150" in errors[0].msg
-
-
 def test_it_refuses_a_move_log_that_is_neither_a_stream_nor_an_absolute_file_path(settings, tmp_path):
     for good in ("stderr", "stdout", "off", str(tmp_path / "moves.jsonl")):
         settings.DUETIME_MOVE_LOG = good
@@ -88,6 +80,14 @@ def test_it_refuses_a_move_log_that_is_neither_a_stream_nor_an_absolute_file_pat
     for bad in ("moves.jsonl", str(tmp_path / "missing" / "moves.jsonl"), str(tmp_path), "", "syslog"):
         settings.DUETIME_MOVE_LOG = bad
         assert ids(duetime_settings(None)) == ["duetime.E030"], bad
+
+
+def test_it_refuses_a_default_jitter_out_of_range_and_accepts_zero_as_off(settings):
+    settings.DUETIME_DEFAULT_JITTER_PERCENT = 150
+    settings.DUETIME_DEFAULT_JITTER_MAX_SECONDS = 0
+    errors = duetime_settings(None)
+    assert ids(errors) == ["duetime.E040"]
+    assert "DUETIME_DEFAULT_JITTER_PERCENT" in errors[0].msg and "150" in errors[0].msg
 
 
 def test_it_refuses_a_retention_that_is_not_a_whole_number_of_days(settings):
