@@ -5,7 +5,9 @@
 and API runs (`enqueue`, `trigger`, controls.trigger_many), backfills
 (runs.backfill), the summaries of what a paused job passed over
 (controls.resume) and the benchmark's runs (bench.setup) all come through
-it. So whatever every new run must obey belongs here, the tenants' quotas
+it; `insert_fresh_run` is its short form for one run under a key made fresh
+for it (a Django task's enqueue, tasks_backend), which has no earlier run to
+look for. So whatever every new run must obey belongs here, the tenants' quotas
 (jobs.quotas) first: a door names the quota it obeys, and every door that
 names one obeys it the same way.
 
@@ -22,7 +24,7 @@ import uuid
 from collections import Counter
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from jobs import audit, cron, quotas
@@ -120,6 +122,29 @@ def insert_runs(rows, *, quota=None, now=None, progress=None):
             if progress:
                 progress(len(inserted), len(rows))
     return inserted
+
+
+def insert_fresh_run(row):
+    """Insert one unsaved scheduled run whose idempotency key no run can hold (the caller has just made it
+    from a fresh uuid: a Django task's enqueue); returns it saved.
+
+    insert_runs for that case: one single-row statement, without its probes of every day of history for
+    a run that already had the key (one index probe per day partition kept, for a key that cannot be
+    there). ON CONFLICT still guards the open partition's unique keys; a row it passes over raises
+    IntegrityError.
+    """
+    if row.state != Run.State.SCHEDULED:
+        raise ValueError(f"insert_fresh_run inserts a scheduled run, not a {row.state!r} one")
+    created_at = timezone.now()
+    params = {name: value for name, value in _as_json(row).items() if name not in ("finished_at", "covers_until")}
+    params.update(payload=json.dumps(row.payload), created_at=created_at)
+    returned = sql.execute("insert_fresh_run", params)
+    if not returned:
+        raise IntegrityError(f"a run of key {row.idempotency_key!r} exists already")
+    [(row.pk, _, _)] = returned
+    row.created_at = created_at
+    row._state.adding, row._state.db = False, Run.objects.db
+    return row
 
 
 def obey(quota, rows, now=None):

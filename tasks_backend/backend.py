@@ -8,7 +8,7 @@
         }
     }
 
-`.enqueue()` inserts one run through runs.enqueue.insert_runs, in the
+`.enqueue()` inserts one run through runs.enqueue.insert_fresh_run, in the
 caller's transaction: a rollback takes the run with it, and no worker sees
 it before the commit (so the framework's `transaction.on_commit` advice is
 harmless but not needed). The run belongs to the tenant's job for the task
@@ -39,7 +39,7 @@ from django.utils import timezone
 from jobs import registry
 from jobs.models import JobDefinition
 from jobs.validation import QUEUE_RE
-from runs.enqueue import build_runs, insert_runs
+from runs.enqueue import build_runs, insert_fresh_run
 from runs.models import Run
 from tasks_backend import payloads, results, task_jobs
 
@@ -81,7 +81,7 @@ class DuetimeBackend(BaseTaskBackend):
         due = max(task.run_after, now) if task.run_after is not None else now
         [run] = build_runs(job, [due], origin=Run.Origin.API, payload=payload, key=f"{job.name}@{uuid.uuid4().hex}")
         run.queue, run.priority = task.queue_name, duetime_priority(task.priority)
-        insert_runs([run])  # a fresh key: never passed over
+        insert_fresh_run(run)  # a fresh key: no run can hold it
         result = TaskResult(
             task=task,
             id=str(run.pk),

@@ -343,6 +343,20 @@ FROM moved;
 -- sequence, for the epochs of shard leases (runs get theirs in lease_runs).
 SELECT nextval('runs_fencing_token_seq') FROM generate_series(1, %(n)s);
 
+-- name: insert_fresh_run
+-- enqueue.insert_fresh_run: one scheduled run whose key no run holds (a fresh
+-- uuid): a single-row VALUES insert into the open partition's table, without
+-- insert_runs' probes of history for an earlier run of that key.
+INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
+                      idempotency_key, worker_id, queue, priority, shard, payload, last_error, reason, created_at,
+                      history_day)
+VALUES (%(job_id)s, %(tenant_id)s, %(origin)s, %(due_at)s::timestamp AT TIME ZONE 'UTC',
+        %(available_at)s::timestamp AT TIME ZONE 'UTC', %(state)s, 0, %(max_attempts)s, %(timeout_seconds)s,
+        %(idempotency_key)s, '', %(queue)s, %(priority)s, %(shard)s, %(payload)s::jsonb, '', %(reason)s,
+        %(created_at)s, DATE '9999-12-31')
+ON CONFLICT DO NOTHING
+RETURNING id, job_id, idempotency_key;
+
 -- name: insert_runs
 -- enqueue.insert_runs: insert new runs, one JSON object per run, in one
 -- statement whatever their number (one plan, not one VALUES row each).

@@ -304,6 +304,18 @@ WHERE true
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, idempotency_key;
 
+-- name: insert_fresh_run
+-- enqueue.insert_fresh_run: one scheduled run whose key no run holds (a fresh
+-- uuid), as one VALUES row.
+INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
+                      idempotency_key, worker_id, queue, priority, shard, payload, last_error, reason, created_at,
+                      history_day)
+VALUES (%(job_id)s, %(tenant_id)s, %(origin)s, %(due_at)s, %(available_at)s, %(state)s, 0, %(max_attempts)s,
+        %(timeout_seconds)s, %(idempotency_key)s, '', %(queue)s, %(priority)s, %(shard)s, %(payload)s, '',
+        %(reason)s, %(created_at)s, '9999-12-31')
+ON CONFLICT DO NOTHING
+RETURNING id, job_id, idempotency_key;
+
 -- name: start_attempt
 -- transitions.start_attempt (the Celery task runs.celery_execute): take over a
 -- lease the dispatcher published, once, while its fencing token is current and

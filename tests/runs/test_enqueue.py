@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import IntegrityError
 
 from bench import setup as bench_setup
 from jobs.models import JobDefinition, Tenant
@@ -68,6 +69,29 @@ def test_it_writes_a_new_run_with_no_attempt_lease_or_error_yet(every_minute):
     assert (stored.due_at, stored.available_at, stored.payload) == (NOW, NOW, {"invoice": 17})
     assert stored.idempotency_key == "ping@2026-06-01T11:00:00+02:00"
     assert stored.created_at == run.created_at
+
+
+def test_a_fresh_run_is_written_like_one_of_insert_runs_and_is_claimable(every_minute):
+    [row] = enqueue.build_runs(every_minute, [NOW], origin=Run.Origin.API, payload={"invoice": 17}, key="ping@fresh-1")
+    row.priority = JobDefinition.Priority.CRITICAL
+    run = enqueue.insert_fresh_run(row)
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.state, stored.attempt, stored.fencing_token, stored.history_day) == ("scheduled", 0, None, OPEN_DAY)
+    assert (stored.origin, stored.idempotency_key, stored.payload) == ("api", "ping@fresh-1", {"invoice": 17})
+    assert (stored.due_at, stored.available_at, stored.priority) == (NOW, NOW, JobDefinition.Priority.CRITICAL)
+    assert (stored.created_at, run._state.adding) == (run.created_at, False)
+    (lease,) = claims.claim([run.queue], 10, "w-alice", now=NOW)
+    assert lease.run_id == run.pk
+
+
+def test_a_fresh_run_whose_key_is_taken_after_all_is_refused_and_the_first_kept(every_minute):
+    build = lambda: enqueue.build_runs(every_minute, [NOW], origin=Run.Origin.API, key="ping@fresh-2")[0]  # noqa: E731
+    first = enqueue.insert_fresh_run(build())
+    with pytest.raises(IntegrityError, match="ping@fresh-2"):
+        enqueue.insert_fresh_run(build())
+    assert list(Run.objects.filter(idempotency_key="ping@fresh-2").values_list("pk", flat=True)) == [first.pk]
+    with pytest.raises(ValueError, match="scheduled"):
+        enqueue.insert_fresh_run(enqueue.skipped_rows(every_minute, [(NOW, None, 1, "missed")], NOW)[0])
 
 
 def test_it_writes_a_skipped_summary_with_its_reason_and_window(every_minute):
