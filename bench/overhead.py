@@ -31,7 +31,6 @@ from prometheus_client import CollectorRegistry, generate_latest
 from bench import report
 from bench.processes import Fleet
 from bench.setup import bench_tenant, db_now, insert_runs, settle
-from bench.workloads import READY_WAIT
 from runs import metrics
 
 SCRAPE_EVERY = 1.0
@@ -168,7 +167,7 @@ def _drain(tenant, job, options, start_index, fleet_options, note):
         job.queue, options["workers"], options["concurrency"], options["batch"], options["pool"], **fleet_options
     )
     try:
-        time.sleep(READY_WAIT)
+        fleet.wait_ready()
         since, cpu = db_now(), _cpu_seconds(fleet)
         insert_runs(job, since, options["runs"], start_index=start_index)
         report.wait_until_done(tenant, options["timeout"], fleet)

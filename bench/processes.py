@@ -4,11 +4,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from django.conf import settings
 
 MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
+READY_WAIT = 3.0  # seconds for engine processes to import Django and reach their loop
+POOL_WAIT = 60.0  # most seconds a process pool takes to fork its children on a busy machine
 
 
 def engine_env(**extra):
@@ -34,6 +37,8 @@ class Fleet:
     ):
         env = engine_env(**(env or {}))
         ports = iter(metrics_ports or [])
+        self.pool, self.concurrency = pool, concurrency
+        self.workers = []
         self.children = []
         if scheduler:
             self.children.append(
@@ -61,7 +66,20 @@ class Fleet:
                 pool,
                 *_metrics_port(ports),
             ]
-            self.children.append(subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL))
+            worker = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
+            self.workers.append(worker)
+            self.children.append(worker)
+
+    def wait_ready(self):
+        """Wait for the processes' start-up, which the workloads do not measure: READY_WAIT for imports,
+        then, with `--pool processes`, until each worker has forked its children (one per slot, forked
+        after its first claim can be made: a fork holds the worker's interpreter for milliseconds)."""
+        time.sleep(READY_WAIT)
+        if self.pool != "processes":
+            return
+        deadline = time.monotonic() + POOL_WAIT
+        while time.monotonic() < deadline and any(forked(w.pid) < self.concurrency for w in self.workers):
+            time.sleep(0.1)
 
     def stop(self):
         for child in self.children:
@@ -75,6 +93,22 @@ class Fleet:
 
     def alive(self):
         return all(child.poll() is None for child in self.children)
+
+
+def forked(pid):
+    """How many child processes `pid` has (Linux: /proc/PID/task/*/children); 0 where that cannot be read."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    count = 0
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                count += len(f.read().split())
+        except OSError:
+            pass
+    return count
 
 
 def _metrics_port(ports):

@@ -16,8 +16,6 @@ from bench.setup import bench_tenant, db_now, idle_tenants, insert_runs, settle
 from jobs.models import Tenant
 from runs import claims, transitions
 
-READY_WAIT = 3.0  # seconds for worker processes to import Django and reach their loop
-
 
 def drain(options):
     """All runs due now, appearing at once (one transaction) for workers that are up. Throughput.
@@ -29,7 +27,7 @@ def drain(options):
     settle()
     fleet = Fleet(job.queue, options["workers"], options["concurrency"], options["batch"], options["pool"])
     try:
-        time.sleep(READY_WAIT)
+        fleet.wait_ready()
         insert_runs(job, db_now(), options["runs"])
         report.wait_until_done(tenant, options["timeout"], fleet)
     finally:
@@ -48,7 +46,7 @@ def steady(options, during=None):
     count = int(options["rate"] * options["seconds"])
     fleet = Fleet(job.queue, options["workers"], options["concurrency"], options["batch"], options["pool"])
     try:
-        time.sleep(READY_WAIT)
+        fleet.wait_ready()
         first = db_now() + dt.timedelta(seconds=2)
         insert_runs(job, first, count, spacing_seconds=1 / options["rate"])
         last_due = first + dt.timedelta(seconds=(count - 1) / options["rate"])
@@ -113,7 +111,7 @@ def _drain_once(tenant, job, runs, options, start_index):
     settle()
     fleet = Fleet(job.queue, options["workers"], options["concurrency"], options["batch"], options["pool"])
     try:
-        time.sleep(READY_WAIT)
+        fleet.wait_ready()
         since = db_now()
         insert_runs(job, since, runs, start_index=start_index)
         report.wait_until_done(tenant, options["timeout"], fleet)

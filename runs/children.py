@@ -23,9 +23,11 @@ extends every lease it holds anyway. It raises LeaseLost, and
 """
 
 import dataclasses
+import gc
 import logging
 import multiprocessing
 import os
+import pickle
 import selectors
 import signal
 import threading
@@ -136,7 +138,7 @@ class ChildPool:
     def _receive(self, child):
         """Report what `child` sent; a child whose pipe ended is replaced."""
         try:
-            run_id, outcome = child.conn.recv()
+            run_id, outcome = _loads(child.conn.recv_bytes())
         except (EOFError, OSError):
             self._replace(child)
             return
@@ -203,7 +205,13 @@ class Child:
             # Forking a threaded process: the child runs only `_serve`, on fresh database connections,
             # and the locks it may meet (logging's, import's) are reinitialised by Python at fork.
             warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
-            self.process.start()
+            # The child's copy of every object the worker has is frozen: its garbage collector never
+            # walks them, so it never writes to (and so copies) the pages they share with the worker.
+            gc.freeze()
+            try:
+                self.process.start()
+            finally:
+                gc.unfreeze()
         child_end.close()
 
     def send(self, kind, ref, attempt, timeout_seconds):
@@ -222,7 +230,7 @@ class Child:
             attempt.due_at,
         )
         try:
-            self.conn.send(message)
+            self.conn.send_bytes(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
         except OSError:
             pass
 
@@ -243,7 +251,7 @@ class Child:
         outcome = None
         try:
             while self.conn.poll(0):
-                outcome = self.conn.recv()
+                outcome = _loads(self.conn.recv_bytes())
         except (EOFError, OSError):
             pass
         self.conn.close()
@@ -277,7 +285,9 @@ def _serve(conn, lost):
         if not conn.poll(ORPHAN_CHECK_SECONDS):
             continue
         try:
-            kind, ref, timeout_seconds, run_id, job_name, attempt, key, token, payload, due_at = conn.recv()
+            kind, ref, timeout_seconds, run_id, job_name, attempt, key, token, payload, due_at = pickle.loads(
+                conn.recv_bytes()
+            )
         except EOFError:
             return
         run = targets.Attempt(
@@ -290,7 +300,16 @@ def _serve(conn, lost):
             due_at=due_at,
             _lost=lost,
         )
-        conn.send((run_id, targets.execute(kind, ref, run, timeout_seconds)))
+        outcome = targets.execute(kind, ref, run, timeout_seconds)
+        reply = (run_id, outcome.outcome, outcome.error, outcome.retryable, outcome.return_value)
+        conn.send_bytes(pickle.dumps(reply, pickle.HIGHEST_PROTOCOL))
+
+
+def _loads(message):
+    """(run_id, targets.Outcome) from a child's reply: plain values, pickled by `pickle` itself (the
+    multiprocessing pickler copies its reducer table on every message)."""
+    run_id, outcome, error, retryable, return_value = pickle.loads(message)
+    return run_id, targets.Outcome(outcome, error, retryable, return_value)
 
 
 def _forget_inherited_connections():

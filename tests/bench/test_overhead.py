@@ -3,7 +3,7 @@
 import pytest
 from django.core.management.base import CommandError
 
-from bench import overhead
+from bench import overhead, processes
 from tests.conftest import engine_env
 
 OPTIONS = {"runs": 30, "repeat": 1, "workers": 1, "concurrency": 10, "batch": 10, "pool": "threads", "timeout": 120}
@@ -13,7 +13,7 @@ OPTIONS = {"runs": 30, "repeat": 1, "workers": 1, "concurrency": 10, "batch": 10
 def test_it_drains_with_the_metrics_scraped_and_without_and_compares_the_medians(monkeypatch):
     monkeypatch.setenv("DATABASE_URL", engine_env()["DATABASE_URL"])  # the spawned processes use the test database
     monkeypatch.setattr(overhead, "settle", lambda: None)  # no VACUUM and CHECKPOINT before each of 30 runs
-    monkeypatch.setattr(overhead, "READY_WAIT", 1.5)
+    monkeypatch.setattr(processes, "READY_WAIT", 1.5)
 
     result = overhead.metrics_overhead(OPTIONS)
 
