@@ -55,7 +55,7 @@ def pause_tenants(modeladmin, request, queryset):
     def preview(qs, data):
         queue = data["queue"]
         tenants = list(qs[:1000])
-        held = [t for t in tenants if _paused_so(t, queue)]
+        held = _paused_so(tenants, queue)
         fresh = [t for t in tenants if t not in held]
         jobs = _held_jobs(fresh, queue)
         waiting = capped_count(Run.objects.filter(job__in=jobs, state__in=CLAIMABLE_STATES))
@@ -96,10 +96,12 @@ def pause_tenants(modeladmin, request, queryset):
     )
 
 
-def _paused_so(tenant, queue):
+def _paused_so(tenants, queue):
+    """Those of `tenants` paused as a whole (queue None) or on `queue`: one query for all of them."""
     if queue is None:
-        return tenant.paused_at is not None
-    return tenant.queue_pauses.filter(queue=queue).exists()
+        return [t for t in tenants if t.paused_at is not None]
+    paused = set(QueuePause.objects.filter(tenant__in=tenants, queue=queue).values_list("tenant_id", flat=True))
+    return [t for t in tenants if t.pk in paused]
 
 
 @admin.action(description="Resume selected tenants (or one of their queues)")
@@ -108,7 +110,7 @@ def resume_tenants(modeladmin, request, queryset):
 
     def preview(qs, data):
         queue = data["queue"]
-        tenants = [t for t in qs[:1000] if _paused_so(t, queue)]
+        tenants = _paused_so(list(qs[:1000]), queue)
         # What each resume releases: a queue of a tenant paused as a whole stays held.
         released = [t for t in tenants if queue is None or t.paused_at is None]
         jobs = _held_jobs(released, queue)
