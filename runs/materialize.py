@@ -290,18 +290,6 @@ def _locked(jobs):
     return jobs.select_for_update(skip_locked=True, of=("self",))
 
 
-def materialize_shard(pks, now, horizon, room):
-    """Materialise the jobs `pks` (of one shard) still due by `horizon`, in the caller's transaction.
-
-    Returns (jobs, runs, skipped rows). The jobs are locked and read again
-    first, so a job paused, edited or materialised since the caller listed it
-    is planned from what it is now (or left alone), as the compare-and-set
-    does for one job. A pass does not list jobs first: it locks them (lock_due).
-    """
-    jobs = list(_locked(_due(horizon).filter(pk__in=pks)))
-    return materialize_jobs(jobs, now, horizon, room, {})
-
-
 def materialize_jobs(jobs, now, horizon, room, schedules):
     """Insert the occurrences of `jobs` (locked by the caller's transaction) up to `horizon` and advance them.
 

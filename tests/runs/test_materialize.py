@@ -236,11 +236,12 @@ def test_a_shard_is_materialised_in_the_same_few_statements_whatever_its_number_
     assert Run.objects.filter(job__in=more).count() == 80
 
 
-def test_a_job_paused_after_the_pass_listed_it_is_left_alone(acme, make_job):
+def test_a_job_paused_before_its_shard_is_locked_is_left_alone(acme, make_job):
     paused, active = jobs_on_one_shard(acme, make_job, 2)
     JobDefinition.objects.filter(pk=paused.pk).update(status="paused")
     with transaction.atomic():
-        done = materialize.materialize_shard([paused.pk, active.pk], T0, T0 + minutes(1), {})
+        jobs = materialize.lock_due(active.shard, T0 + minutes(1), limit=500)
+        done = materialize.materialize_jobs(jobs, T0, T0 + minutes(1), {}, {})
     assert done == (1, 2, 0)
     assert not Run.objects.filter(job=paused).exists()
     paused.refresh_from_db()
