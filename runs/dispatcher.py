@@ -35,10 +35,9 @@ import time
 
 from django.conf import settings
 
-from runs import claims, consumers, transitions
+from runs import claims, consumers, sql, transitions
 from runs.celery_task import TASK_NAME
 from runs.loop import DATABASE_ERRORS
-from runs.models import Run
 
 log = logging.getLogger("duetime.dispatcher")
 KIND = "celery"
@@ -100,6 +99,11 @@ def task_id(lease):
     return f"duetime-{lease.run_id}-{lease.fencing_token}"
 
 
+def waiting(dispatcher_id):
+    """How many runs `dispatcher_id` published that no Celery worker has taken over yet (the waiting query)."""
+    return sql.execute("waiting", {"dispatcher": dispatcher_id})[0][0]
+
+
 class Dispatcher:
     def __init__(self, queues, *, dispatcher_id=None, batch=None, ahead=None, lease_seconds=None, app=None):
         self.queues = list(queues)
@@ -121,8 +125,8 @@ class Dispatcher:
         self.announce()
         result = TickResult(waiting=self.waiting())
         room = min(self.batch, self.ahead - result.waiting)
-        if room <= 0:
-            return result
+        if room < self.least_claim():
+            return result  # the Celery workers are behind: rest a poll rather than claim a few at a time
         leases = claims.claim(
             self.queues, room, self.dispatcher_id, lease_seconds=self.lease_seconds, kinds=[KIND], now=now
         )
@@ -131,6 +135,16 @@ class Dispatcher:
         result.published = len(taken)
         result.released = self.release([lease for lease in leases if lease.run_id not in taken], now=now)
         return result
+
+    def least_claim(self):
+        """The fewest runs worth a claim: a full batch, or half the room ahead if that is smaller.
+
+        While the Celery workers are behind, the room ahead frees a few runs
+        at a time; claiming each few as it frees spends a claim (and the
+        broker's confirm) on every handful of runs. Waiting for a batch's
+        worth costs nothing: the runs already published keep the workers busy.
+        """
+        return max(1, min(self.batch, self.ahead // 2))
 
     def announce(self):
         """Say (runs.consumers) that `celery` runs of these queues are taken, every ANNOUNCE_SECONDS."""
@@ -147,7 +161,7 @@ class Dispatcher:
 
     def waiting(self):
         """Runs this dispatcher published that no Celery worker has taken over yet."""
-        return Run.objects.filter(state=Run.State.LEASED, worker_id=self.dispatcher_id).count()
+        return waiting(self.dispatcher_id)
 
     def publish(self, leases):
         """Publish one message per lease, then wait once for the broker to confirm them all.

@@ -455,6 +455,13 @@ WHERE id = %(id)s AND history_day = '9999-12-31' AND fencing_token = %(token)s A
   AND state || '' = 'leased'
 RETURNING lease_expires_at;
 
+-- name: waiting
+-- dispatcher.waiting (run_dispatcher's tick): how many runs this dispatcher published that no
+-- Celery worker took over yet (still leased under its name). The open partition only (a constant),
+-- read through run_leased_by_owner's predicate: a count of the leased runs, never of history.
+SELECT count(*) FROM runs_run
+WHERE state = 'leased' AND history_day = '9999-12-31' AND worker_id = %(dispatcher)s;
+
 -- name: fold_attempts
 -- rollups.tick: the attempts after the cursor, up to the first one that ended
 -- less than %(settle)s ago (a completion still committing may hold a lower id),

@@ -327,6 +327,10 @@ SET worker_id = %(worker)s,
 WHERE id = %(id)s AND fencing_token = %(token)s AND worker_id = %(dispatched_by)s AND state = 'leased'
 RETURNING lease_expires_at;
 
+-- name: waiting
+-- dispatcher.waiting: runs this dispatcher published that no Celery worker took over yet.
+SELECT count(*) FROM runs_run WHERE state = 'leased' AND worker_id = %(dispatcher)s;
+
 -- name: fold_attempts
 -- rollups.tick: the same groups as PostgreSQL's fold_attempts. Lateness in
 -- exact microseconds: whole seconds from strftime('%%s') plus the stored

@@ -101,6 +101,22 @@ def test_it_keeps_at_most_its_ahead_published_and_not_yet_started(broker, export
     assert dispatcher.tick(now=clock.now).claimed == 1
 
 
+def test_it_waits_for_half_its_room_ahead_before_claiming_again(broker, export, make_run, clock):
+    # Celery workers that are behind free the room ahead one run at a time: the dispatcher does not
+    # spend a claim and a broker confirm on each run, it claims again once half the room is free.
+    for s in range(6):
+        make_run(export, due_at=clock.ago(seconds=s + 1))
+    dispatcher = Dispatcher(["billing"], dispatcher_id="d-1", ahead=4, app=broker)
+    assert dispatcher.tick(now=clock.now).claimed == 4
+    published = list(Run.objects.filter(worker_id="d-1"))
+    for run in published[:2]:
+        transitions.start_attempt(run.pk, run.fencing_token, "celery@h/t", 30, dispatched_by="d-1", now=clock.now)
+        result = dispatcher.tick(now=clock.now)
+        if run is published[0]:
+            assert (result.claimed, result.waiting) == (0, 3)  # one free of four: not worth a claim
+    assert result.claimed == 2  # two free: both remaining runs claimed in one go
+
+
 def test_it_lets_one_executor_take_over_a_lease_once(export, make_run, clock):
     run = make_run(export, due_at=clock.ago(seconds=1))
     [lease] = transitions.lease_runs([run.pk], "d-1", 30, now=clock.now)
