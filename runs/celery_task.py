@@ -131,12 +131,19 @@ def complete(completions):
     return moved
 
 
+# The completion thread waits up to this long after a completion for more to share its statement and
+# commit (a busy child finishes a run every few ms): a run's end is recorded that much later at most, and
+# the database completes batches instead of single runs (0.35 ms of statement a batch, whatever its size).
+COMPLETION_LINGER = 0.02
+COMPLETION_BATCH = 100  # most completions in one statement
+
+
 class Completions:
     """One thread per worker process that completes finished attempts in batches, one transaction each.
 
     A task hands its completion over and returns, so the worker child takes
     its next message at once, and one commit (one WAL flush) serves every
-    attempt that finished meanwhile: about 0.1 ms a run instead of 4 ms. The
+    attempt that finished within COMPLETION_LINGER: about 0.1 ms a run instead of 4 ms. The
     message is acknowledged before its completion commits: if the process
     dies in between (or the database refuses the batch), the run's lease
     expires and the reaper retries it under the same key, exactly as for a
@@ -169,9 +176,10 @@ class Completions:
 
         while True:
             batch = [self.pending.get()]
-            while True:
+            deadline = time.monotonic() + COMPLETION_LINGER
+            while len(batch) < COMPLETION_BATCH:
                 try:
-                    batch.append(self.pending.get_nowait())
+                    batch.append(self.pending.get(timeout=max(0.0, deadline - time.monotonic())))
                 except queue.Empty:
                     break
             try:

@@ -94,7 +94,7 @@ _TUPLES_OK = 2  # psycopg.pq.ExecStatus.TUPLES_OK: the statement returned rows (
 
 
 def on_connect(sender, connection, **kwargs):
-    """Each new PostgreSQL connection's session: prepared statements keep one generic plan.
+    """Each new PostgreSQL connection's session: prepared statements keep one generic plan, and no JIT.
 
     With plan_cache_mode `auto` the server re-plans a prepared statement for
     every execution whenever a plan made for the values looks cheaper than
@@ -103,13 +103,22 @@ def on_connect(sender, connection, **kwargs):
     1.1-1.4 ms of planning for 0.3-0.6 ms of execution. Their generic plans
     prune the day partitions when they run (the queries name the open
     partition as a constant). Only the named queries are prepared (see
-    `cursor`), so Django's own queries are planned as before. Connected to
-    django.db.backends.signals.connection_created (runs.apps); the session
-    is in autocommit then, so the setting holds for the connection's life.
+    `cursor`), so Django's own queries are planned as before.
+
+    JIT compilation is for long analytical queries; every query here is
+    short, but one that spans the day partitions (the rollups' fold, the
+    portal's lists over history) is estimated above `jit_above_cost` once a
+    few days of history exist, and then compiles hundreds of functions per
+    execution: 3 s of CPU for an 18 ms fold, each scheduler pass, taken from
+    the claims and completions on the same machine.
+
+    Connected to django.db.backends.signals.connection_created (runs.apps);
+    the session is in autocommit then, so the settings hold for the
+    connection's life.
     """
     if connection.vendor == "postgresql":
         with connection.connection.cursor() as c:
-            c.execute("SET plan_cache_mode = force_generic_plan")
+            c.execute("SET plan_cache_mode = force_generic_plan; SET jit = off")
 
 
 def cursor():

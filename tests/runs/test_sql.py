@@ -26,6 +26,16 @@ def test_each_query_is_run_by_the_function_of_its_name():
         assert re.search(rf'sql\.execute\(\s*"{name}"', functions[name]), f"{name}() does not run the {name} query"
 
 
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's session settings")
+def test_each_session_keeps_one_generic_plan_per_query_and_never_compiles_with_jit():
+    # With auto, the partitioned history makes the server re-plan the completion and the claim at
+    # every execution; with JIT, a fold over the day partitions compiled for seconds each pass.
+    with connection.cursor() as c:
+        c.execute("SELECT current_setting('plan_cache_mode'), current_setting('jit')")
+        assert c.fetchone() == ("force_generic_plan", "off")
+
+
 def test_a_query_of_several_statements_is_split_at_the_end_of_each():
     statements = sql.load("sqlite")["complete_runs"]
     assert [s.split()[0] for s in statements] == ["WITH", "WITH", "WITH", "WITH"]
