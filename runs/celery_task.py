@@ -29,6 +29,7 @@ Django must be set up before the task runs (the worker's Django fixup does
 it), not when `install` is called: Duetime's modules are imported inside.
 """
 
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -176,10 +177,12 @@ class Completions:
 
         while True:
             batch = [self.pending.get()]
-            deadline = time.monotonic() + COMPLETION_LINGER
+            # Asleep, not waiting on the queue: a wait would wake this thread (and take the
+            # interpreter from the task) at every completion handed over meanwhile.
+            time.sleep(COMPLETION_LINGER)
             while len(batch) < COMPLETION_BATCH:
                 try:
-                    batch.append(self.pending.get(timeout=max(0.0, deadline - time.monotonic())))
+                    batch.append(self.pending.get_nowait())
                 except queue.Empty:
                     break
             try:
@@ -224,18 +227,14 @@ class Heartbeats:
         self.lock = threading.Lock()
         self.pid = None
 
+    @contextlib.contextmanager
     def beating(self, ctx):
-        heartbeats = self
-
-        class _Beating:
-            def __enter__(self):
-                heartbeats.start(ctx)
-
-            def __exit__(self, *exc):
-                with heartbeats.lock:
-                    heartbeats.running.pop(id(ctx), None)
-
-        return _Beating()
+        self.start(ctx)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.running.pop(id(ctx), None)
 
     def start(self, ctx):
         with self.lock:
