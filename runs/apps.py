@@ -9,4 +9,4 @@ class RunsConfig(AppConfig):
     def ready(self):
         from runs import sql
 
-        connection_created.connect(sql.on_connect, dispatch_uid="duetime-plan-cache-mode")
+        connection_created.connect(sql.on_connect, dispatch_uid="duetime-session-settings")

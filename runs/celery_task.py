@@ -132,9 +132,9 @@ def complete(completions):
     return moved
 
 
-# The completion thread waits up to this long after a completion for more to share its statement and
-# commit (a busy child finishes a run every few ms): a run's end is recorded that much later at most, and
-# the database completes batches instead of single runs (0.35 ms of statement a batch, whatever its size).
+# After a completion arrives, the completion thread sleeps this long so that those of the next runs share
+# its statement and commit (a busy child finishes a run every few ms): a run's end is recorded that much
+# later at most, and the database completes batches instead of single runs (0.35 ms of statement each).
 COMPLETION_LINGER = 0.02
 COMPLETION_BATCH = 100  # most completions in one statement
 
