@@ -55,8 +55,8 @@ def pause_tenants(modeladmin, request, queryset):
     def preview(qs, data):
         queue = data["queue"]
         tenants = list(qs[:1000])
-        held = _paused_so(tenants, queue)
-        fresh = [t for t in tenants if t not in held]
+        held = {t.pk for t in _paused_so(tenants, queue)}
+        fresh = [t for t in tenants if t.pk not in held]
         jobs = _held_jobs(fresh, queue)
         waiting = capped_count(Run.objects.filter(job__in=jobs, state__in=CLAIMABLE_STATES))
         return {
@@ -70,7 +70,7 @@ def pause_tenants(modeladmin, request, queryset):
                 (
                     t,
                     f"unchanged (already paused on {_scope_words(queue)})"
-                    if t in held
+                    if t.pk in held
                     else f"pause {_scope_words(queue)}",
                 )
                 for t in tenants[:60]

@@ -41,8 +41,9 @@ def _statements(body):
     return [statement.strip() for statement in STATEMENT_END.split(code) if statement.strip()]
 
 
-def dialect():
-    return "postgres" if connection.vendor == "postgresql" else "sqlite"
+def dialect(db=None):
+    """The dialect file of `db` (default: this thread's default connection)."""
+    return "postgres" if (db or connection).vendor == "postgresql" else "sqlite"
 
 
 def query(name):
@@ -53,8 +54,9 @@ def query(name):
 def execute(name, params):
     """Run the named query with `params`; returns the rows of its last statement."""
     db = connections[DEFAULT_DB_ALIAS]  # looked up once: each `connection.x` is a lookup of this thread's
-    postgres = db.vendor == "postgresql"
-    statements = load("postgres" if postgres else "sqlite")[name]
+    kind = dialect(db)
+    postgres = kind == "postgres"
+    statements = load(kind)[name]
     if not postgres:
         params = sqlite_params(params)
     one_transaction = transaction.atomic(savepoint=False) if len(statements) > 1 else contextlib.nullcontext()
@@ -103,7 +105,7 @@ def on_connect(sender, connection, **kwargs):
     1.1-1.4 ms of planning for 0.3-0.6 ms of execution. Their generic plans
     prune the day partitions when they run (the queries name the open
     partition as a constant). Only the named queries are prepared (see
-    `cursor`), so Django's own queries are planned as before.
+    `_hot_cursor`), so Django's own queries are planned as before.
 
     JIT compilation is for long analytical queries; every query here is
     short, but one that spans the day partitions (the rollups' fold, the
@@ -119,13 +121,6 @@ def on_connect(sender, connection, **kwargs):
     if connection.vendor == "postgresql":
         with connection.connection.cursor() as c:
             c.execute("SET plan_cache_mode = force_generic_plan; SET jit = off")
-
-
-def cursor():
-    """A cursor for the hot paths (the one `execute` uses on PostgreSQL; Django's own on SQLite)."""
-    if connection.vendor != "postgresql":
-        return connection.cursor()
-    return _hot_cursor(connections[DEFAULT_DB_ALIAS])
 
 
 def _hot_cursor(db):
