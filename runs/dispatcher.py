@@ -113,6 +113,7 @@ class Dispatcher:
         self.lease_seconds = lease_seconds or settings.DUETIME_LEASE_SECONDS
         self.app = app or broker_app()
         self._connection = self._producer = self._confirms = None
+        self._declared = set()  # queues declared on the current broker connection
         self._announced = None  # time.monotonic() of the last runs.consumers announcement
 
     def tick(self, now=None):
@@ -177,6 +178,7 @@ class Dispatcher:
         try:
             producer = self.producer()
             confirms = self._confirms
+            self.declare(producer, {lease.queue for lease in leases})
             with corked(self._connection):
                 for lease in leases:
                     self.app.send_task(
@@ -187,6 +189,7 @@ class Dispatcher:
                         routing_key=lease.queue,
                         time_limit=lease.timeout_seconds,  # hard limit: Celery kills the child past it
                         producer=producer,
+                        declare=[],  # declared once per connection (declare), not looked up per message
                         retry=False,  # a failed publish is released here, never retried behind our back
                         argsrepr="()",  # what Celery's monitors show, instead of a repr of the payload
                         kwargsrepr=f"{{run {lease.run_id}, fencing token {lease.fencing_token}}}",
@@ -212,6 +215,16 @@ class Dispatcher:
             for lease in leases
         )
 
+    def declare(self, producer, queues):
+        """Declare the queues this connection has not declared yet (a message to a missing queue is dropped).
+
+        Celery would otherwise check, and copy, each message's queue for every
+        publish: an eighth of the dispatcher's time in a drain.
+        """
+        for name in sorted(set(queues) - self._declared):
+            producer.maybe_declare(self.app.amqp.queues[name])
+            self._declared.add(name)
+
     def producer(self):
         """The broker connection's producer, connected on first use (and again after a failure)."""
         if self._producer is None:
@@ -229,6 +242,7 @@ class Dispatcher:
                 self._connection.collect()
             finally:
                 self._connection = self._producer = self._confirms = None
+                self._declared = set()
 
 
 @contextlib.contextmanager
