@@ -23,6 +23,11 @@ Exactly once: the cursor rows are locked for the whole pass and rows and cursors
 one transaction (as runs.rollups does), and the unique (event_key, channel) makes an event
 met twice a no-op. Dead letters younger than SETTLE are left for the next pass: an id is
 taken at insert, and one still committing could otherwise be passed over by the cursor.
+
+Bounded by day: a letter is written open and goes into history (with its run) no earlier than it
+died, so the dead-letter read names the day of the cursor's last letter (less a day for clocks) and
+PostgreSQL prunes the older day partitions of dlq_deadletter and runs_run: a pass costs the same with
+one day of history or thirty.
 """
 
 import datetime as dt
@@ -34,13 +39,15 @@ from django.db.models import Q
 from dlq.models import DeadLetter
 from jobs.models import JobDefinition
 from notify.models import Cursor, Notification
-from runs import rollups
+from runs import partitions, rollups
 from runs.models import TERMINAL_STATES, JobHour, Run
 
 DEAD_LETTER_BATCH = 500
 JOB_BATCH = 50
 JOB_SWEEP_EVERY = dt.timedelta(seconds=30)  # a sweep of the watched jobs starts at most this often per process
 SETTLE = dt.timedelta(seconds=2)
+# A letter with a higher id may carry a slightly earlier dead_at (another process's clock, commit order).
+CLOCK_MARGIN = dt.timedelta(days=1)
 ERROR_CHARS = 1000
 HAS_CONTACT = ~Q(owner_email="") | ~Q(owner_webhook_url="")
 
@@ -55,7 +62,7 @@ def record(now):
         events = _dead_letters(letters, now) + _job_checks(jobs, now)
         rows = _rows(events, now)
         Notification.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
-        Cursor.objects.filter(name=letters.name).update(last_id=letters.last_id)
+        Cursor.objects.filter(name=letters.name).update(last_id=letters.last_id, last_at=letters.last_at)
         Cursor.objects.filter(name=jobs.name).update(last_id=jobs.last_id)
     return len(rows)
 
@@ -72,16 +79,20 @@ def _cursor(name, start):
 
 def _dead_letters(cursor, now):
     """(job, kind, event_key, subject, data) of each settled dead letter past the cursor; moves the cursor."""
-    letters = list(
-        DeadLetter.objects.filter(id__gt=cursor.last_id)
-        .select_related("job__tenant", "run")
-        .order_by("id")[:DEAD_LETTER_BATCH]
-    )
+    letters = DeadLetter.objects.filter(id__gt=cursor.last_id)
+    if cursor.last_at is not None:
+        # Read only the partitions that can hold a letter past the cursor: the open one and the days from the
+        # cursor's on (a day without a partition shares an earlier one, which history_day names).
+        floor = partitions.history_day(cursor.last_at - CLOCK_MARGIN)
+        letters = letters.filter(history_day__gte=floor, run__history_day__gte=floor)
+    letters = list(letters.select_related("job__tenant", "run").order_by("id")[:DEAD_LETTER_BATCH])
+    if not letters:  # none past the cursor: one that comes later dies from about now on
+        cursor.last_at = now if cursor.last_at is None else max(cursor.last_at, now)
     events = []
     for letter in letters:
         if letter.dead_at > now - SETTLE:
             break
-        cursor.last_id = letter.id
+        cursor.last_id, cursor.last_at = letter.id, letter.dead_at
         job, run = letter.job, letter.run
         if not (job.owner_email or job.owner_webhook_url):
             continue

@@ -116,3 +116,7 @@ class Cursor(models.Model):
 
     name = models.CharField(max_length=40, primary_key=True)
     last_id = models.BigIntegerField(default=0)
+    # dead_letters: when the last letter passed died (or the last pass that found none past the cursor ran).
+    # Letters past the cursor die about then or later, so they are open or went into history no earlier:
+    # the read skips the older day partitions. Null: no bound yet.
+    last_at = models.DateTimeField(null=True, blank=True)

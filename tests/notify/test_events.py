@@ -2,9 +2,13 @@
 
 import datetime as dt
 
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
 from notify import events
 from notify.models import Cursor, Notification
-from runs import rollups
+from runs import partitions, rollups, transitions
 from runs.models import JobHour
 from tests.notify.conftest import bury, flood
 
@@ -53,6 +57,39 @@ def test_an_event_met_twice_is_recorded_once(watched_job, make_run, started, clo
     Cursor.objects.filter(name="dead_letters").update(last_id=0)  # as after a crash before the cursor moved
     assert events.record(clock.advance(seconds=5)) == 0
     assert Notification.objects.count() == 2
+
+
+def test_a_dead_letter_discarded_before_the_notifier_saw_it_is_still_heard_of(watched_job, make_run, started, clock):
+    job = watched_job()
+    first = bury(make_run(job, due_at=clock.ago(minutes=2)), clock.now)
+    assert events.record(clock.advance(seconds=5)) == 2
+    assert Cursor.objects.get(name="dead_letters").last_at == first.dead_at
+    second = bury(make_run(job, due_at=clock.ago(minutes=1)), clock.advance(hours=30))
+    transitions.discard(second, actor="user:alice", now=clock.advance(seconds=1))  # into history, a day later
+    assert events.record(clock.advance(seconds=5)) == 2
+    assert Notification.objects.filter(event_key=f"dead_letter:{second.pk}").count() == 2
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="history is partitioned by day on PostgreSQL")
+def test_the_dead_letter_read_leaves_the_older_day_partitions_alone(transactional_db):
+    today = dt.datetime.now(dt.UTC).date()
+    old, recent = today - dt.timedelta(days=40), today - dt.timedelta(days=2)
+    created = [day for day in (old, recent) if partitions.create(day)]
+    try:
+        now = dt.datetime.now(dt.UTC)
+        events.record(now)  # the first pass: no dead letter yet, as on a healthy system
+        with CaptureQueriesContext(connection) as queries:
+            events.record(now + dt.timedelta(seconds=10))
+        (read,) = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('SELECT "dlq_deadletter"."id"')]
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN " + read)
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+        assert "dlq_deadletter_open" in plan and "runs_run_open" in plan
+        assert partitions.partition_name("dlq_deadletter", old) not in plan
+        assert partitions.partition_name("runs_run", old) not in plan
+    finally:
+        for day in created:
+            partitions.drop(day)
 
 
 def test_a_flood_of_dead_letters_sends_one_per_channel_per_window(watched_job, settings, started, clock):
@@ -159,9 +196,9 @@ def test_a_pass_costs_the_same_however_many_jobs_are_watched(
     for i in range(30):
         watched_job(f"job-{i}", notify_lateness_p99_seconds=60, notify_skip_streak=2)
     events.record(clock.now)  # the cursors
-    # Its savepoint (2), cursors (2 reads, 2 writes), dead letters, the batch of jobs, its rollups,
-    # and one walk of the last runs per job of the batch.
-    with django_assert_max_num_queries(9 + 5):
+    # Its savepoint (2), cursors (2 reads, 2 writes), dead letters (with their day floor on PostgreSQL),
+    # the batch of jobs, its rollups, and one walk of the last runs per job of the batch.
+    with django_assert_max_num_queries(10 + 5):
         events.record(clock.now)
 
 
