@@ -1,28 +1,38 @@
 """`bench history`: steady lateness with 30 days of history in the partitions, while a day of it is dropped.
 
-1. A warm-up steady run, then `repeat` steady runs (`--rate` runs/s for
-   `--seconds`, as `bench steady`) before any history is filled: the baseline.
-2. Fill `--days` days of finished history (yesterday and before), plus
+1. Fill `--days` days of finished history (yesterday and before), plus
    `repeat` older days already past a retention of `--days`: each day a
    partition of its own, `--runs-per-day` succeeded runs with their attempt,
    written by INSERT ... SELECT generate_series (as bench portal does), one
-   transaction per day, into a tenant `bench-history-<hex>`.
-3. `repeat` steady runs again; during each, a thread drops the oldest expired
-   day the way the retention pass does (runs.partitions.drop: DETACH ...
-   CONCURRENTLY, then DROP), halfway through the run's due times. The rollup
-   cursor is moved past the filled attempts first: history that old was
-   folded when it happened.
+   transaction per day, into a tenant `bench-history-<hex>`. Then VACUUM,
+   CHECKPOINT and an operating-system sync, so that no write of the fill is
+   still going to disk while a side is measured, and one unmeasured steady
+   run (the fleet's first run meets cold caches).
+2. `repeat` pairs of steady runs (`--rate` runs/s for `--seconds`, as
+   `bench steady`), the two sides taking turns on the same database:
+   - without history: the filled days' partitions detached from runs_run,
+     runs_attempt and dlq_deadletter for the run (plain DETACH, the engine
+     stopped between runs), attached again after it: the same tables, files
+     and caches, with the history out of the engine's sight;
+   - with history and a drop: every day attached; halfway through the run's
+     due times a thread drops the oldest expired day the way the retention
+     pass does (runs.partitions.drop: DETACH ... CONCURRENTLY, then DROP).
+   Taking turns keeps what drifts over the series (the day's own partition
+   growing with each run's runs, the machine) out of the comparison. The
+   rollup cursor is moved past the filled attempts first: history that old
+   was folded when it happened.
 
 Prints the median p99 lateness of each side and their ratio (target <= 1.2),
 how long each drop took and the p99 of the runs due around it, and the
-database's size before the fill, after it
-and after the drops: what retention keeps bounded. The bench holds the
-retention lease throughout, so the fleet's scheduler drops nothing on its
-own. The history left (`--days` days) stays for inspection; later runs of the
-bench add to its days.
+database's size before the fill, after it and after the drops: what retention
+keeps bounded. The bench holds the retention lease throughout, so the fleet's
+scheduler drops nothing on its own. The history left (`--days` days) stays for
+inspection; later runs of the bench add to its days.
 """
 
+import contextlib
 import datetime as dt
+import os
 import statistics
 import sys
 import threading
@@ -62,18 +72,22 @@ def run(options):
     days, per_day, repeat = options["days"], options["runs_per_day"], options["repeat"]
     today = _today()
     hold_retention()
-    workloads.steady(options)  # a warm-up: a fresh database's first run measures its cold caches
-    baseline = [_p99(workloads.steady(options)) for _ in range(repeat)]
+    attach(partitions.days())  # what an earlier run that died between its sides left detached
     size_before = database_size()
     tenant, job = bench_tenant("history")
     started = time.monotonic()
-    fill(tenant, job, [today - dt.timedelta(days=n) for n in range(days + repeat, 0, -1)], per_day)
+    filled = [today - dt.timedelta(days=n) for n in range(days + repeat, 0, -1)]
+    fill(tenant, job, filled, per_day)
     fill_seconds = time.monotonic() - started
     skip_rollups()
     _vacuum()
     size_filled, history_filled = database_size(), partitions.size_bytes()
-    with_history, drops, around = [], [], []
+    workloads.steady(options)  # a warm-up, not measured: the fleet's first run meets cold caches
+    baseline, with_history, drops, around = [], [], [], []
     for _ in range(repeat):
+        hold_retention()
+        with detached([day for day in filled if day in partitions.days()]):
+            baseline.append(_p99(workloads.steady(options)))
         hold_retention()
         dropper = Dropper(today, days)
         figures = workloads.steady(options, during=dropper.start_midway)
@@ -115,6 +129,39 @@ def hold_retention():
     ShardLease.objects.filter(name=retention.LEASE_NAME).update(
         owner=OWNER, epoch=epoch, expires_at=_now() + retention.LEASE
     )
+
+
+@contextlib.contextmanager
+def detached(days):
+    """The partitions of `days` detached from their tables meanwhile (the days stay listed), attached again after.
+
+    A plain DETACH: nothing runs between two steady runs. No row goes into
+    those days meanwhile (a row goes into history on today's day), and if the
+    bench dies before it attaches them again, its next run does (`attach`).
+    """
+    with connection.cursor() as cursor:
+        for day in days:
+            for table in partitions.TABLES:
+                cursor.execute(f"ALTER TABLE {table} DETACH PARTITION {partitions.partition_name(table, day)}")
+    try:
+        yield
+    finally:
+        attach(days)
+
+
+def attach(days):
+    """Attach the three partitions of each of `days` that exist detached (what `detached` left)."""
+    with connection.cursor() as cursor:
+        for day in days:
+            for table in partitions.TABLES:
+                name = partitions.partition_name(table, day)
+                cursor.execute("SELECT to_regclass(%s)", [name])
+                if cursor.fetchone()[0] is None or day in partitions.attached(table):
+                    continue
+                cursor.execute(
+                    f"ALTER TABLE {table} ATTACH PARTITION {name} FOR VALUES FROM (%s) TO (%s)",
+                    [day, day + dt.timedelta(days=1)],
+                )
 
 
 def fill(tenant, job, days, per_day):
@@ -196,6 +243,7 @@ def _vacuum():
         cursor.execute("VACUUM (ANALYZE) runs_run")
         cursor.execute("VACUUM (ANALYZE) runs_attempt")
         cursor.execute("CHECKPOINT")
+    os.sync()  # the checkpoint's writes are in the operating system's cache: to disk now, not during a side
 
 
 def _now():

@@ -14,6 +14,8 @@ def wait_until_done(tenant, timeout, fleet=None, last_due=None):
     Each poll is two index probes (run_claimable, run_leased_by_owner), never
     a count over the tenant's rows: with a million runs scheduled ahead in the
     same tenant, a counting harness would itself load the database it measures.
+    Both name the open partition (pending runs live there): a poll that planned
+    over every day of history cost 37 ms of planning with 30 days.
     Returns seconds waited.
     """
     started = time.monotonic()
@@ -23,7 +25,7 @@ def wait_until_done(tenant, timeout, fleet=None, last_due=None):
         if last_due is None or now > last_due:
             horizon = last_due or now
             waiting = runs.ready(horizon).exists()
-            if not waiting and not runs.filter(state="leased").exists():
+            if not waiting and not runs.pending().filter(state="leased").exists():
                 break
         if fleet is not None and not fleet.alive():
             raise RuntimeError("a bench process died; see its output")

@@ -39,3 +39,25 @@ def test_it_fills_each_day_into_its_partition_and_drops_the_oldest_past_the_rete
     assert Run.objects.filter(tenant=tenant).count() == 100
     history.hold_retention()
     assert history.database_size() > 0
+
+
+def test_the_side_without_history_detaches_the_filled_days_and_attaches_them_again(days):
+    today, filled = days
+    tenant, job = bench_tenant("history")
+    history.fill(tenant, job, filled, 20)
+    with history.detached(filled):
+        assert not Run.objects.filter(tenant=tenant).exists(), "the engine sees none of the history"
+        assert not Attempt.objects.filter(run__tenant=tenant).exists()
+        assert set(filled) <= set(partitions.days()), "the days stay listed"
+    assert Run.objects.filter(tenant=tenant).count() == 60 and Attempt.objects.filter(run__tenant=tenant).count() == 60
+
+
+def test_a_day_an_earlier_run_left_detached_is_attached_again(days):
+    today, filled = days
+    tenant, job = bench_tenant("history")
+    history.fill(tenant, job, filled, 10)
+    with connection.cursor() as cursor:  # as a bench killed between its sides leaves it
+        for table in partitions.TABLES:
+            cursor.execute(f"ALTER TABLE {table} DETACH PARTITION {partitions.partition_name(table, filled[1])}")
+    history.attach(partitions.days())
+    assert Run.objects.filter(tenant=tenant, history_day=filled[1]).count() == 10
