@@ -356,9 +356,16 @@ def test_it_loses_nothing_and_runs_nothing_early_across_a_broker_restart(initech
         fleet.dispatcher()
         fleet.scheduler()
         wait_until(lambda: Run.objects.filter(job=job, state="succeeded").count() >= 20, message="the load to flow")
-        # The broker goes away under load and comes back: every connection to it is cut.
+        # The broker goes away under load and comes back: every connection to it is cut. It stays away
+        # until the dispatcher has met the outage (a publish failed and its runs were given back), however
+        # quick the restart would be.
         node = ["rabbitmqctl", "-n", PRIVATE_NODE]
         subprocess.run([*node, "stop_app"], check=True, capture_output=True, timeout=60)
+        wait_until(
+            lambda: Run.objects.filter(job=job, last_error__startswith="released: the Celery broker").exists(),
+            timeout=30,
+            message="the dispatcher to give back a batch the stopped broker did not take",
+        )
         subprocess.run([*node, "start_app"], check=True, capture_output=True, timeout=60)
         wait_until(
             lambda: not Run.objects.filter(job=job).exclude(state="succeeded").exists(),
