@@ -208,8 +208,8 @@ def skip_rollups():
     """
     from runs.models import Attempt, RollupCursor
 
-    last_id, last_at = Attempt.objects.order_by("-id").values_list("id", "ended_at").first() or (0, None)
-    RollupCursor.objects.update_or_create(name="attempts", defaults={"last_id": last_id, "last_at": last_at})
+    last = Attempt.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    RollupCursor.objects.update_or_create(name="attempts", defaults={"last_id": last})
 
 
 def p99_around(tenant_name, at, took):

@@ -362,9 +362,6 @@ class RollupCursor(models.Model):
 
     name = models.CharField(max_length=40, primary_key=True)
     last_id = models.BigIntegerField(default=0)
-    # The latest end among the attempts folded so far. Attempts past the cursor were written after those and
-    # go into history (with their run) no earlier, so the fold skips the older day partitions. Null: no bound yet.
-    last_at = models.DateTimeField(null=True, blank=True)
 
 
 class _Counts(models.Model):

@@ -17,12 +17,6 @@ is inserted, and a completion still committing could otherwise be passed
 over by the cursor. (One held open longer than SETTLE is missed by the
 rollup; the run's own history stays exact.)
 
-Bounded by day: an attempt past the cursor was written after those folded,
-and goes into history with its run no earlier, so the read starts at the day
-of the latest end folded (less CLOCK_MARGIN) and PostgreSQL leaves the older
-day partitions of runs_attempt out: a pass costs the same with one day of
-history or thirty.
-
 Lateness of a run is the time from when it could first have started to its
 first attempt's start: from its available time (due plus jitter), or from its
 creation when it was created after that (a one-off `at` in the past, a
@@ -41,13 +35,11 @@ import math
 
 from django.db import transaction
 
-from runs import partitions, sql
+from runs import sql
 from runs.models import Attempt, JobDay, JobHour, RollupCursor, TenantMinute
 
 BATCH = 20_000
 SETTLE = dt.timedelta(seconds=2)
-# An attempt with a higher id may carry a slightly earlier end (another process's clock, commit order).
-CLOCK_MARGIN = dt.timedelta(days=1)
 RETENTION = dt.timedelta(days=8)
 # Per-job days outlive the runs (runs.retention drops those after DUETIME_RETENTION_DAYS): the job page's history.
 DAY_RETENTION = dt.timedelta(days=400)
@@ -117,7 +109,7 @@ def fold(groups):
     lateness bin): its lateness counts where it started, its outcome where it ended.
     """
     minutes, hours = {}, {}
-    for tenant, job, started, ended, outcome, bin_, attempts, first, ms_sum, ms_max, _ended, _last in groups:
+    for tenant, job, started, ended, outcome, bin_, attempts, first, ms_sum, ms_max, _last in groups:
         started, ended = sql.aware(started), sql.aware(ended)
         if first:
             for bucket in (
@@ -193,16 +185,14 @@ def _start_cursor(now):
     return low - 1
 
 
-def fold_attempts(after_id, now, batch, floor=dt.date.min):
+def fold_attempts(after_id, now, batch):
     """The fold_attempts groups of the attempts after `after_id` that have settled (at most `batch`).
 
     Aggregated by the database: the scheduler reads a few hundred groups, not
     every attempt (folding 20,000 attempts in Python cost it about 0.6 s of CPU).
-    Only attempts of history days from `floor` on (and the open ones) are read.
     """
     params = {
         "after": after_id,
-        "floor": floor,
         "batch": batch,
         "now": now,
         "settle": SETTLE.total_seconds(),
@@ -221,8 +211,7 @@ def tick(now, *, batch=BATCH):
                 [RollupCursor(name="attempts", last_id=_start_cursor(now))], ignore_conflicts=True
             )
             cursor = RollupCursor.objects.select_for_update().get(name="attempts")
-        floor = dt.date.min if cursor.last_at is None else partitions.history_day(cursor.last_at - CLOCK_MARGIN)
-        groups = fold_attempts(cursor.last_id, now, batch, floor)
+        groups = fold_attempts(cursor.last_id, now, batch)
         if not groups:
             return 0
         minutes, hours = fold(groups)
@@ -230,9 +219,7 @@ def tick(now, *, batch=BATCH):
         _store(TenantMinute, list(minutes), minutes, ("tenant", "minute"))
         _store(JobHour, list(hours), hours, ("job", "tenant", "hour"))
         _store(JobDay, list(days), days, ("job", "tenant", "day"))
-        last_at = sql.aware(groups[0][-2])
-        last_at = last_at if cursor.last_at is None else max(cursor.last_at, last_at)
-        RollupCursor.objects.filter(name="attempts").update(last_id=groups[0][-1], last_at=last_at)
+        RollupCursor.objects.filter(name="attempts").update(last_id=groups[0][-1])
     prune(now)
     return sum(group[6] for group in groups)
 

@@ -168,7 +168,7 @@ def _timestamptz_loader():
 
 def sqlite_params(params):
     """SQLite's form of the parameters: lists as JSON arrays (read with json_each),
-    datetimes and dates as the backend stores them (text), and `now` filled in when
+    datetimes as the backend stores them (UTC text), and `now` filled in when
     None: SQLite has no statement clock in that format, so the engine's clock
     stands in for it.
     """
@@ -178,11 +178,7 @@ def sqlite_params(params):
             value = timezone.now()
         if isinstance(value, list | tuple):
             value = json.dumps(value)
-        if isinstance(value, dt.datetime):
-            value = db_time(value)
-        elif isinstance(value, dt.date):  # as the backend stores a DateField
-            value = value.isoformat()
-        converted[key] = value
+        converted[key] = db_time(value) if isinstance(value, dt.datetime) else value
     return converted
 
 

@@ -473,14 +473,11 @@ WHERE state = 'leased' AND history_day = '9999-12-31' AND worker_id = %(dispatch
 -- The span is a range of ids from the first one after the cursor (min(): one
 -- index descent), not `id > cursor ORDER BY id LIMIT n`, whose plan depends
 -- on statistics (stale ones chose a scan of the whole table and a sort).
--- %(floor)s (rollups.tick: the day of the cursor's last end, less a day) leaves out the older day
--- partitions, which hold no attempt past the cursor; `last_ended` is the latest end folded.
 WITH span AS MATERIALIZED (
     SELECT a.id, a.attempt, a.started_at, a.ended_at, a.outcome, a.available_at, a.run_id, a.history_day
     FROM runs_attempt a
-    WHERE a.id >= (SELECT min(id) FROM runs_attempt WHERE id > %(after)s AND history_day >= %(floor)s)
-      AND a.id < (SELECT min(id) FROM runs_attempt WHERE id > %(after)s AND history_day >= %(floor)s) + %(batch)s
-      AND a.history_day >= %(floor)s
+    WHERE a.id >= (SELECT min(id) FROM runs_attempt WHERE id > %(after)s)
+      AND a.id < (SELECT min(id) FROM runs_attempt WHERE id > %(after)s) + %(batch)s
 ),
 cut AS (
     SELECT coalesce(min(id), 9223372036854775807) AS first_unsettled
@@ -501,8 +498,7 @@ SELECT tenant_id, job_id, date_trunc('minute', started_at) AS started_minute,
        CASE WHEN ms IS NULL THEN NULL WHEN ms < 1 THEN 0
             ELSE least(%(max_bin)s, 1 + floor(ln(ms::float8) / ln(%(growth)s::float8)))::int END AS bin,
        count(*) AS attempts, count(ms) AS first_attempts, coalesce(sum(ms), 0)::bigint AS ms_sum,
-       coalesce(max(ms), 0)::bigint AS ms_max, (SELECT max(ended_at) FROM settled) AS last_ended,
-       (SELECT max(id) FROM settled) AS last_id
+       coalesce(max(ms), 0)::bigint AS ms_max, (SELECT max(id) FROM settled) AS last_id
 FROM settled
 GROUP BY 1, 2, 3, 4, 5, 6;
 

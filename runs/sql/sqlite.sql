@@ -339,9 +339,8 @@ SELECT count(*) FROM runs_run WHERE state = 'leased' AND worker_id = %(dispatche
 WITH span AS (
     SELECT a.id, a.attempt, a.started_at, a.ended_at, a.outcome, a.available_at, a.run_id
     FROM runs_attempt a
-    WHERE a.id >= (SELECT min(id) FROM runs_attempt WHERE id > %(after)s AND history_day >= %(floor)s)
-      AND a.id < (SELECT min(id) FROM runs_attempt WHERE id > %(after)s AND history_day >= %(floor)s) + %(batch)s
-      AND a.history_day >= %(floor)s
+    WHERE a.id >= (SELECT min(id) FROM runs_attempt WHERE id > %(after)s)
+      AND a.id < (SELECT min(id) FROM runs_attempt WHERE id > %(after)s) + %(batch)s
 ),
 cut AS (
     SELECT coalesce(min(id), 9223372036854775807) AS first_unsettled
@@ -368,8 +367,7 @@ SELECT tenant_id, job_id, strftime('%%Y-%%m-%%d %%H:%%M:00', started_at) AS star
        CASE WHEN ms IS NULL THEN NULL WHEN ms < 1 THEN 0
             ELSE min(%(max_bin)s, 1 + CAST(LN(ms) / LN(%(growth)s) AS INTEGER)) END AS bin,
        count(*) AS attempts, count(ms) AS first_attempts, coalesce(sum(ms), 0) AS ms_sum,
-       coalesce(max(ms), 0) AS ms_max, (SELECT max(ended_at) FROM settled) AS last_ended,
-       (SELECT max(id) FROM settled) AS last_id
+       coalesce(max(ms), 0) AS ms_max, (SELECT max(id) FROM settled) AS last_id
 FROM settled
 GROUP BY 1, 2, 3, 4, 5, 6;
 

@@ -5,11 +5,9 @@ import threading
 
 import pytest
 from django.db import connection
-from django.utils import timezone
 
-from runs import partitions, rollups, sql
+from runs import rollups
 from runs.admin.stats import lateness_series
-from runs.models import Attempt
 from runs.rollups import JobHour, RollupCursor, TenantMinute, lateness_bin, percentile
 from scheduler_project.admin.lateness import job_lateness
 
@@ -62,6 +60,8 @@ def test_it_stops_at_the_first_attempt_not_settled_and_at_the_batch(acme, make_j
 def test_a_gap_in_attempt_ids_wider_than_the_batch_does_not_stop_the_cursor(
     acme, make_job, make_run, make_attempt, clock
 ):
+    from runs.models import Attempt
+
     now, job = clock.now, make_job(acme, "a.job")
     attempts = []
     for i in range(5):
@@ -178,55 +178,3 @@ def test_it_adds_each_jobs_hours_up_into_days_kept_400_days(acme, make_job, make
     rollups._last_prune["at"] = None
     rollups.prune(now + dt.timedelta(days=1))
     assert [row.day.date() for row in JobDay.objects.filter(job=job)] == [now.date()]
-
-
-def test_the_cursor_remembers_the_latest_end_and_still_folds_runs_that_went_into_a_later_day(
-    acme, make_job, make_run, make_attempt, clock
-):
-    job = make_job(acme, "a.job")
-    first = make_attempt(make_run(job, state="succeeded", due_at=clock.ago(minutes=5)), ended=clock.ago(minutes=4))
-    assert rollups.tick(clock.now) == 1
-    assert RollupCursor.objects.get(name="attempts").last_at == first.ended_at
-    # A day and a half later a run finishes and goes into that day's history (with its attempt).
-    later = clock.advance(hours=36)
-    day = partitions.history_day(later)
-    run = make_run(job, state="succeeded", due_at=later - dt.timedelta(minutes=2), history_day=day)
-    Attempt.objects.filter(pk=make_attempt(run, ended=later - dt.timedelta(minutes=1)).pk).update(history_day=day)
-    assert rollups.tick(later) == 1
-    assert RollupCursor.objects.get(name="attempts").last_at == later - dt.timedelta(minutes=1)
-    assert sum(r.succeeded for r in TenantMinute.objects.filter(tenant=acme)) == 2
-
-
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="history is partitioned by day on PostgreSQL")
-@pytest.mark.django_db(transaction=True)  # partitions are created and dropped outside a transaction
-def test_the_fold_leaves_the_older_day_partitions_alone(acme, make_job, make_run, make_attempt, monkeypatch):
-    today = dt.datetime.now(dt.UTC).date()
-    old, recent = today - dt.timedelta(days=40), today - dt.timedelta(days=2)
-    created = [day for day in (old, recent) if partitions.create(day)]
-    try:
-        now, job = timezone.now(), make_job(acme, "a.job")
-        make_attempt(make_run(job, state="succeeded", due_at=now - dt.timedelta(minutes=5)), ended=now)
-        assert rollups.tick(now + dt.timedelta(seconds=10)) == 1
-        make_attempt(make_run(job, state="succeeded", due_at=now - dt.timedelta(minutes=4)), ended=now)
-        reads = []
-        fold = rollups.fold_attempts
-        monkeypatch.setattr(rollups, "fold_attempts", lambda *args: reads.append(args) or fold(*args))
-        assert rollups.tick(now + dt.timedelta(seconds=20)) == 1
-        after, at, batch, floor = reads[0]
-        params = {
-            "after": after,
-            "floor": floor,
-            "batch": batch,
-            "now": at,
-            "settle": 2,
-            "max_bin": 120,
-            "growth": 1.25,
-        }
-        with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN " + sql.query("fold_attempts"), params)
-            plan = "\n".join(row[0] for row in cursor.fetchall())
-        assert "runs_attempt_open" in plan and partitions.partition_name("runs_attempt", recent) in plan
-        assert partitions.partition_name("runs_attempt", old) not in plan
-    finally:
-        for day in created:
-            partitions.drop(day)
