@@ -15,7 +15,7 @@ def wait_until_done(tenant, timeout, fleet=None, last_due=None):
     a count over the tenant's rows: with a million runs scheduled ahead in the
     same tenant, a counting harness would itself load the database it measures.
     Both name the open partition (pending runs live there): a poll that planned
-    over every day of history cost 37 ms of planning with 30 days.
+    over every day of history cost 22 ms of planning with 34 days listed.
     Returns seconds waited.
     """
     started = time.monotonic()
