@@ -42,6 +42,7 @@ from runs.loop import DATABASE_ERRORS
 log = logging.getLogger("duetime.dispatcher")
 KIND = "celery"
 CONFIRM_SECONDS = 10  # longest wait for the broker to confirm a batch; then it counts as not taken
+RELEASED = "released: the Celery broker did not take the message; claimable again"  # the run's last_error
 
 
 @dataclasses.dataclass
@@ -208,9 +209,8 @@ class Dispatcher:
         take, though unconfirmed, may already run. What cannot be released
         (the database is away) keeps its lease, which expires: the reaper retries it.
         """
-        why = "released: the Celery broker did not take the message; claimable again"
         return sum(
-            transitions.release(lease.run_id, lease.fencing_token, why=why, held_by=self.dispatcher_id, now=now)
+            transitions.release(lease.run_id, lease.fencing_token, why=RELEASED, held_by=self.dispatcher_id, now=now)
             for lease in leases
         )
 
