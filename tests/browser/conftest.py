@@ -11,12 +11,13 @@ import re
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from tests.conftest import engine_env
 from tests.waiting import wait_until
@@ -111,10 +112,13 @@ def portal(django_db_setup, django_db_blocker, tmp_path_factory):
         for name, cmd in commands.items()
     }
     base = f"http://127.0.0.1:{port}"
+    flush = connection.ops.execute_sql_flush
+    connection.ops.execute_sql_flush = _flush_while_running(flush)
     try:
         wait_until(lambda: _up(f"{base}/admin/login/"), interval=0.2, message="daphne to serve the login page")
         yield base
     finally:
+        connection.ops.execute_sql_flush = flush
         for proc in procs.values():
             proc.terminate()
         for proc in procs.values():
@@ -127,6 +131,23 @@ def portal(django_db_setup, django_db_blocker, tmp_path_factory):
             text = (logs / f"{name}.log").read_text(errors="replace")
             if "Traceback" in text:
                 print(f"--- {name} log ---\n{text[-4000:]}")
+
+
+def _flush_while_running(flush, attempts=5):
+    """The flush after each test, tried again if it fails: the scheduler and the worker keep running through it,
+    and on PostgreSQL its TRUNCATE of every table can deadlock with one of their transactions (PostgreSQL then
+    cancels one side, sometimes the TRUNCATE), which would fail this test and leave its rows to the next."""
+
+    def flush_again_if_refused(sql_list):
+        for attempt in range(1, attempts + 1):
+            try:
+                return flush(sql_list)
+            except DatabaseError:
+                if attempt == attempts:
+                    raise
+                time.sleep(0.2 * attempt)
+
+    return flush_again_if_refused
 
 
 @pytest.fixture(scope="module")
