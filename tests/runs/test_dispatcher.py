@@ -12,7 +12,8 @@ import pytest
 from celery import Celery
 
 from runs import celery_task, consumers, transitions
-from runs.dispatcher import TASK_NAME, Dispatcher, broker_app, message, task_id
+from runs.dispatcher import LINGER_SECONDS, TASK_NAME, Dispatcher, TickResult, broker_app, message, task_id
+from runs.loop import RETRY_SECONDS
 from runs.models import Attempt, Run
 
 
@@ -115,6 +116,20 @@ def test_it_waits_for_half_its_room_ahead_before_claiming_again(broker, export, 
         if run is published[0]:
             assert (result.claimed, result.waiting) == (0, 3)  # one free of four: not worth a claim
     assert result.claimed == 2  # two free: both remaining runs claimed in one go
+
+
+def test_it_claims_again_at_once_after_a_full_batch_and_lingers_after_a_smaller_one(broker, export, make_run, clock):
+    # Runs falling due one after another are claimed a few dozen at a time, not each as it falls due.
+    for s in range(5):
+        make_run(export, due_at=clock.ago(seconds=s + 1))
+    dispatcher = Dispatcher(["billing"], dispatcher_id="d-1", batch=3, app=broker)
+    full, partial, idle = (dispatcher.tick(now=clock.now) for _ in range(3))
+    assert (full.claimed, partial.claimed, idle.claimed) == (3, 2, 0)
+    assert dispatcher.rest(full, poll=0.5) == 0  # more may be due: claim again at once
+    assert dispatcher.rest(partial, poll=0.5) == LINGER_SECONDS > 0
+    assert dispatcher.rest(partial, poll=0.01) == 0.01  # never longer than the poll
+    assert dispatcher.rest(idle, poll=0.5) == 0.5
+    assert dispatcher.rest(TickResult(claimed=3, published=1, released=2), poll=0.5) == RETRY_SECONDS
 
 
 def test_it_lets_one_executor_take_over_a_lease_once(export, make_run, clock):

@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runs import metrics
 from runs.dispatcher import Dispatcher
-from runs.loop import RETRY_SECONDS, GracefulStop, run_loop
+from runs.loop import GracefulStop, run_loop
 
 log = logging.getLogger("duetime.dispatcher")
 
@@ -51,8 +51,7 @@ class Command(BaseCommand):
         try:
             run_loop(
                 dispatcher.tick,
-                # Busy: claim again at once. Broker away: wait before claiming (and releasing) again.
-                rest=lambda result: stop.sleep(_rest(result, poll)),
+                rest=lambda result: stop.sleep(dispatcher.rest(result, poll)),
                 done=lambda result: once,
                 stop=stop,
                 log=log,
@@ -62,14 +61,6 @@ class Command(BaseCommand):
             dispatcher.disconnect()
             dispatcher.forget()
         log.info("dispatcher %s stopped", dispatcher.dispatcher_id)
-
-
-def _rest(result, poll):
-    if result.failed:
-        return RETRY_SECONDS
-    if result.claimed:
-        return 0
-    return poll
 
 
 def _safe(dispatcher):
