@@ -9,16 +9,25 @@ import hashlib
 import secrets
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
-from jobs import choices
+from jobs import addresses, choices
 from jobs.validation import NAME_RE, QUEUE_RE, clean_definition
 
 SHARDS = 64  # scheduler shards: hash(tenant, name) mod SHARDS, owned by lease
 # The tenant of Duetime's own canary jobs (runs/canary.py): left out of the portal's tenant lists and dashboards.
 SYSTEM_TENANT = "duetime-system"
+
+
+def validate_private_networks(text):
+    """Each line of a tenant's private networks is a network (jobs.addresses.networks)."""
+    try:
+        addresses.networks(text)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from exc
 
 
 class Tenant(models.Model):
@@ -34,6 +43,15 @@ class Tenant(models.Model):
         blank=True,
         help_text="Module prefixes this team's python jobs may use, one per line (e.g. billing.tasks). "
         "The module must also be listed in DUETIME_TASK_MODULES.",
+    )
+    # Which private networks this team's http targets and owner webhooks may call besides public addresses
+    # (jobs.addresses); only superusers edit it (audited), and each call reads it again (runs.targets).
+    private_networks = models.TextField(
+        blank=True,
+        validators=[validate_private_networks],
+        help_text="Networks this team's http targets and webhooks may call besides public addresses, one CIDR "
+        "per line (e.g. 10.20.0.0/16 or fd00:20::/64; text after # is a note). Empty: public addresses only. "
+        "Read at every call: removing a network stops the next call to it.",
     )
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="tenants")
     # A tenant pause (runs.controls.pause_tenant): claims lease none of its runs and materialisation
@@ -56,6 +74,23 @@ class Tenant(models.Model):
     def task_prefixes(self):
         """The allowed module prefixes, one per non-blank line."""
         return [line.strip() for line in self.task_module_prefixes.splitlines() if line.strip()]
+
+    @property
+    def allowance(self):
+        """Where this tenant's calls may go besides public addresses (jobs.addresses.Allowance)."""
+        return addresses.Allowance(addresses.networks(self.private_networks), f"tenant {self.name}")
+
+    @classmethod
+    def allowance_of(cls, tenant_id):
+        """The allowance of tenant `tenant_id`, read from the database only when first needed (at use)."""
+
+        def load():
+            row = cls.objects.filter(pk=tenant_id).values_list("name", "private_networks").first()
+            if row is None:  # the tenant was deleted meanwhile: public addresses only
+                return "", []
+            return f"tenant {row[0]}", addresses.networks(row[1])
+
+        return addresses.Allowance(load=load)
 
 
 class QueuePause(models.Model):

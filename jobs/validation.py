@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
-from jobs import cron, registry, secrets
+from jobs import addresses, cron, registry, secrets
 from jobs.choices import MissedRunPolicy, OverlapPolicy, Priority, ScheduleKind, TargetKind
 
 # Here rather than in jobs.models so that the rules never import the model (the model calls them).
@@ -24,9 +24,10 @@ MAX_ATTEMPTS = 100
 MAX_RETRY_SECONDS = 7 * 86400
 MAX_JITTER_SECONDS = 3600
 DOTTED_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
-# An http target and an owner's webhook: the same rule here, the same guarded connection when called
-# (runs.targets refuses loopback, private and link-local peers on the connected socket).
-HTTP_URL_RE = re.compile(r"^https?://[^\s/]+")
+# An http target and an owner's webhook: parsed and checked by jobs.addresses here as when they are called
+# (runs.targets, notify.delivery). A name is resolved at save for at most this long; one that does not
+# resolve in time (or at all: it may resolve from the workers' network) is checked at each call only.
+SAVE_RESOLVE_SECONDS = 2
 MAX_SKIP_STREAK = 10_000
 
 
@@ -154,8 +155,8 @@ def _check_target(job):
         # A celery job names a registered Django task too: the team's Celery workers run it
         # through Duetime's one task, duetime.execute (runs.celery_task). One registry for both.
         yield from _check_task(job, ref)
-    elif kind == "http" and not HTTP_URL_RE.match(ref):
-        yield "target_ref", f"'{ref}' is not an http(s) URL, for example https://billing.internal/hooks/export"
+    elif kind == "http":
+        yield from _check_url(job, "target_ref", ref, "https://billing.example.com/hooks/export")
     elif kind == "external" and ref:
         yield "target_ref", "an external target takes no reference: the tenant's workers lease its runs over HTTP"
     elif kind not in TargetKind.values:
@@ -170,8 +171,8 @@ def _check_owner(job):
             validate_email(email)
         except ValidationError:
             yield "owner_email", f"'{email}' is not an email address, for example billing-oncall@example.com"
-    if url and not HTTP_URL_RE.match(url):
-        yield "owner_webhook_url", f"'{url}' is not an http(s) URL, for example https://hooks.example.com/duetime"
+    if url:
+        yield from _check_url(job, "owner_webhook_url", url, "https://hooks.example.com/duetime")
     lateness, streak = job.notify_lateness_p99_seconds, job.notify_skip_streak
     if lateness is not None and lateness < 1:
         yield "notify_lateness_p99_seconds", "must be at least 1 second, or empty to never notify of lateness"
@@ -180,6 +181,29 @@ def _check_owner(job):
     for field in ("notify_lateness_p99_seconds", "notify_skip_streak"):
         if getattr(job, field) is not None and not (email or url):
             yield field, "notifies the owner: set owner_email or owner_webhook_url too (or clear this threshold)"
+
+
+def _check_url(job, field, url, example):
+    """An http(s) URL whose host is a public address, or inside the tenant's private networks."""
+    try:
+        destination = addresses.Destination.of(url)
+    except addresses.BadURL as exc:
+        yield field, f"'{url}' is not an http(s) URL ({exc}), for example {example}"
+        return
+    tenant = job.tenant if job.tenant_id else None
+    try:
+        allowance = tenant.allowance if tenant else addresses.PUBLIC_ONLY
+        addresses.checked(
+            destination.host,
+            destination.port,
+            allowance,
+            within=SAVE_RESOLVE_SECONDS,
+            context=f"saving {field} of {tenant or '?'}/{job.name}",
+        )
+    except addresses.NotPublic as exc:
+        yield field, f"'{url}' is {exc}"
+    except (addresses.Unresolvable, ValueError):
+        pass  # checked again when called; a stored allowance that no longer parses refuses it there
 
 
 def _check_task(job, ref):

@@ -11,8 +11,9 @@ twice; a node that dies mid-send leaves it to be tried again once the claim pass
 
 Outcome of a try: sent (the mail backend took it; the webhook answered 2xx);
 retried with backoff (mail errors, connection errors and timeouts, HTTP 408, 429
-and 5xx) up to MAX_ATTEMPTS tries in all; failed for good otherwise (other 4xx, a
-webhook URL that resolves to a private address: runs.targets' SSRF guard).
+and 5xx) up to MAX_ATTEMPTS tries in all; failed for good otherwise (other 4xx and 3xx:
+redirects are not followed; a webhook URL refused by the network wall, jobs.addresses:
+not a public address, nor in the tenant's private networks, checked before connecting).
 """
 
 import datetime as dt
@@ -20,14 +21,15 @@ import http.client
 import json
 import smtplib
 import time
-import urllib.parse
 
 from django.conf import settings
 from django.core.mail import send_mail
 
+from jobs import addresses
+from jobs.models import Tenant
 from notify import signing
 from notify.models import Notification, SigningSecret
-from runs.targets import HTTP_RETRYABLE, GuardedHTTPConnection, GuardedHTTPSConnection, PermanentError
+from runs.targets import HTTP_RETRYABLE, PermanentError, connection
 
 BATCH = 20
 TIME_BUDGET = 2.0  # seconds of sending per pass; the rest waits for the next tick
@@ -126,8 +128,10 @@ def send_email(notification):
 def post_webhook(notification, now):
     """POST the body as JSON, signed; 2xx is sent. Raises Retry or PermanentError."""
     url = notification.recipient
-    parts = urllib.parse.urlsplit(url)
-    kind = GuardedHTTPSConnection if parts.scheme == "https" else GuardedHTTPConnection
+    try:
+        destination = addresses.Destination.of(url)
+    except addresses.BadURL as exc:
+        raise PermanentError(f"{url!r} is not an http(s) URL ({exc})") from exc
     body = json.dumps(notification.body, separators=(",", ":")).encode()
     secret = SigningSecret.for_tenant(notification.tenant_id, now)
     headers = {
@@ -137,20 +141,26 @@ def post_webhook(notification, now):
         "Duetime-Notification-Id": str(notification.pk),
         "Idempotency-Key": f"notification-{notification.pk}",  # the same on every try
     }
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    allowance = Tenant.allowance_of(notification.tenant_id)  # as it is now: a removed network is refused
+    conn = connection(
+        destination, allowance, settings.DUETIME_NOTIFY_TIMEOUT_SECONDS, context=f"notification {notification.pk}"
+    )
     try:
-        conn = kind(parts.hostname, parts.port, timeout=settings.DUETIME_NOTIFY_TIMEOUT_SECONDS)
         try:
-            conn.request("POST", path, body=body, headers=headers)
+            conn.request("POST", destination.target, body=body, headers=headers)
             response = conn.getresponse()
             text = response.read(RESPONSE_CHARS).decode(errors="replace")
         finally:
             conn.close()
-    except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, reset, timeout, bad port
-        raise Retry(f"no answer from {parts.hostname}: {exc.__class__.__name__}: {exc}") from exc
+    except addresses.NotPublic as exc:
+        raise PermanentError(str(exc)) from None  # the detail is in the operator's log only
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, reset, timeout, unresolved
+        raise Retry(f"no answer from {destination.host}: {exc.__class__.__name__}: {exc}") from exc
     answer = f"HTTP {response.status}: {text}"
     if 200 <= response.status < 300:
         return answer
     if response.status in HTTP_RETRYABLE or response.status >= 500:
         raise Retry(answer)
+    if 300 <= response.status < 400:
+        answer += " (redirects are not followed)"
     raise PermanentError(answer)

@@ -228,6 +228,7 @@ class Child:
             attempt.fencing_token,
             attempt.payload,
             attempt.due_at,
+            attempt.tenant_id,
         )
         try:
             self.conn.send_bytes(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
@@ -285,8 +286,8 @@ def _serve(conn, lost):
         if not conn.poll(ORPHAN_CHECK_SECONDS):
             continue
         try:
-            kind, ref, timeout_seconds, run_id, job_name, attempt, key, token, payload, due_at = pickle.loads(
-                conn.recv_bytes()
+            kind, ref, timeout_seconds, run_id, job_name, attempt, key, token, payload, due_at, tenant_id = (
+                pickle.loads(conn.recv_bytes())
             )
         except EOFError:
             return
@@ -298,6 +299,7 @@ def _serve(conn, lost):
             fencing_token=token,
             payload=payload,
             due_at=due_at,
+            tenant_id=tenant_id,
             _lost=lost,
         )
         outcome = targets.execute(kind, ref, run, timeout_seconds)

@@ -9,25 +9,30 @@ else to fail with a retry (while attempts are left). Execution may happen
 more than once for one run: tasks make a repeat harmless with
 `context.idempotency_key`, and pass `context.fencing_token` to stores that can
 refuse stale writers.
+
+An `http` target is POSTed through `connection()`, whose socket comes from the
+network wall (jobs.addresses): the URL's host resolved once, every address
+checked against the tenant's allowance as it is at the call, the connection
+made to a checked address only. Redirects are not followed (docs/security.md).
 """
 
 import dataclasses
 import datetime as dt
+import errno
 import functools
 import http.client
 import inspect
-import ipaddress
 import json
 import os
 import socket
 import traceback
-import urllib.parse
 
 from django.conf import settings
 from django.tasks.base import TaskContext, TaskResult, TaskResultStatus
 from django.utils import timezone
 
-from jobs import registry
+from jobs import addresses, registry
+from jobs.models import Tenant
 
 HTTP_RETRYABLE = {408, 429}
 # The target kinds run_worker executes; it never claims the others (external workers lease theirs over HTTP).
@@ -72,6 +77,7 @@ class Attempt:
     fencing_token: int
     payload: object
     due_at: dt.datetime
+    tenant_id: int | None = None  # whose allowance an http target's call is checked against (at use)
     _heartbeat: object = None  # callable() -> bool (False: lease lost)
     _lost: Flag = dataclasses.field(default_factory=Flag)  # or the process pool's children.SharedFlag
 
@@ -210,37 +216,53 @@ def _short_trace(exc):
     return f"{exc.__class__.__name__}: {exc}\n\n{trace}"[:4000]
 
 
-class _GuardedMixin:
-    """Refuses loopback, private and link-local peers, checked on the connected socket.
+class GuardedHTTPConnection(http.client.HTTPConnection):
+    """http.client's connection, opened through the network wall (jobs.addresses.connect).
 
-    Checking the address actually connected to (not a separate DNS lookup)
-    closes the DNS-rebinding gap between check and use.
+    `host` stays the URL's name: the Host header (and for https the TLS SNI and
+    the certificate check) carry it, while the socket goes to an address that
+    name resolved to, once, checked before the first byte. `allowance` is where
+    it may go besides public addresses (set it before the first request).
+    Build one with `connection()`.
     """
 
+    allowance = addresses.PUBLIC_ONLY
+    context = ""  # who calls, for the operator's log line of a refusal (a run, a webhook)
+
     def connect(self):
-        super().connect()
-        peer = ipaddress.ip_address(self.sock.getpeername()[0])
-        if not settings.DUETIME_HTTP_ALLOW_PRIVATE and not peer.is_global:
-            self.sock.close()
-            raise PermanentError(
-                f"refused to call {self.host}: it resolves to the non-public address {peer} "
-                "(set DUETIME_HTTP_ALLOW_PRIVATE=1 to allow internal targets)"
-            )
+        self.sock = addresses.connect(self.host, self.port, self.timeout, self.allowance, context=self.context)
+        try:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as http.client's own connect
+        except OSError as exc:
+            if exc.errno != errno.ENOPROTOOPT:
+                raise
 
 
-class GuardedHTTPConnection(_GuardedMixin, http.client.HTTPConnection):
-    pass
+class GuardedHTTPSConnection(http.client.HTTPSConnection, GuardedHTTPConnection):
+    """The same over TLS: HTTPSConnection.connect wraps the guarded socket, for the URL's name."""
 
 
-class GuardedHTTPSConnection(_GuardedMixin, http.client.HTTPSConnection):
-    pass
+def connection(destination, allowance, timeout, *, context=""):
+    """An unopened connection to `destination` (jobs.addresses.Destination) that connects through the wall."""
+    kind = GuardedHTTPSConnection if destination.scheme == "https" else GuardedHTTPConnection
+    # The port is always given: http.client would otherwise read one off an IPv6 address's last group.
+    conn = kind(destination.host, destination.port, timeout=timeout)
+    conn.allowance, conn.context = allowance, context
+    return conn
 
 
 def post(url, ctx, timeout_seconds):
-    """POST the payload; 2xx succeeds, 408/429/5xx/timeouts retry, other 4xx are permanent."""
-    parts = urllib.parse.urlsplit(url)
-    kind = GuardedHTTPSConnection if parts.scheme == "https" else GuardedHTTPConnection
-    conn = kind(parts.hostname, parts.port, timeout=min(timeout_seconds, 300))
+    """POST the payload; 2xx succeeds, 408/429/5xx/timeouts retry, other 4xx and 3xx are permanent.
+
+    A redirect is not followed: its Location is never called, so it cannot lead
+    past the wall (docs/security.md). A refused address is permanent too.
+    """
+    try:
+        destination = addresses.Destination.of(url)
+    except addresses.BadURL as exc:
+        raise PermanentError(f"{url!r} is not an http(s) URL ({exc})") from exc
+    allowance = Tenant.allowance_of(ctx.tenant_id) if ctx.tenant_id is not None else addresses.PUBLIC_ONLY
+    conn = connection(destination, allowance, min(timeout_seconds, 300), context=f"run {ctx.run_id}")
     body = json.dumps(ctx.payload).encode()
     headers = {
         "Content-Type": "application/json",
@@ -250,15 +272,14 @@ def post(url, ctx, timeout_seconds):
         "X-Duetime-Attempt": str(ctx.attempt),
         "User-Agent": "Duetime-Worker",
     }
-    path = parts.path or "/"
-    if parts.query:
-        path += "?" + parts.query
     try:
-        conn.request("POST", path, body=body, headers=headers)
+        conn.request("POST", destination.target, body=body, headers=headers)
         response = conn.getresponse()
         text = response.read(2000).decode(errors="replace")
+    except addresses.NotPublic as exc:
+        raise PermanentError(str(exc)) from None  # the detail went to the operator's log, not to the tenant
     except TimeoutError as exc:
-        raise TimeoutError(f"no answer from {parts.hostname} within {timeout_seconds} s") from exc
+        raise TimeoutError(f"no answer from {destination.host} within {timeout_seconds} s") from exc
     finally:
         conn.close()
     status = response.status
@@ -267,4 +288,6 @@ def post(url, ctx, timeout_seconds):
     message = f"HTTP {status} from {url}: {text[:500]}"
     if status in HTTP_RETRYABLE or status >= 500:
         raise RuntimeError(message)
+    if 300 <= status < 400:
+        message = f"HTTP {status} from {url}: redirects are not followed (call the final URL)"
     raise PermanentError(message)

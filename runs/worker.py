@@ -267,6 +267,7 @@ class Worker:
             fencing_token=lease.fencing_token,
             payload=lease.payload,
             due_at=lease.due_at,
+            tenant_id=lease.tenant_id,
         )
         ctx._heartbeat = lambda: self._extend(lease)
         self.inflight[lease.run_id] = InFlight(lease, ctx, time.monotonic())

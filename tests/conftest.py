@@ -16,8 +16,9 @@ from jobs.models import JobDefinition, Tenant, shard_for
 from runs import metrics
 from runs.models import Run
 
-# Fixtures of the API (a live server, bearer tokens) and the portal (logged-in actors).
-pytest_plugins = ["tests.fixtures.api", "tests.fixtures.portal"]
+# Fixtures of the API (a live server, bearer tokens), the portal (logged-in actors) and the network
+# (a DNS zone of the tests' own for every test, loopback listeners, a dial recorder).
+pytest_plugins = ["tests.fixtures.api", "tests.fixtures.portal", "tests.fixtures.network"]
 
 UTC = dt.UTC
 NOW = dt.datetime(2026, 6, 1, 9, 0, tzinfo=UTC)

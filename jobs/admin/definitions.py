@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 
-from jobs import audit, jitter, quotas
+from jobs import addresses, audit, jitter, quotas
 from jobs.admin.actions import JOB_ACTIONS, backfill_step
 from jobs.admin.drift import CodeFilter, adopt_into_code, code_column, drift_table
 from jobs.admin.tenant_pause import TENANT_ACTIONS
@@ -80,7 +80,7 @@ class TenantAdmin(TenantScopedAdmin):
         self.audit_edit(request, form, change)
 
     def audit_edit(self, request, form, change):
-        """One audit entry per add or edit, with the diff of quotas, members and task prefixes."""
+        """One audit entry per add or edit, with the diff of quotas, members, task prefixes and private networks."""
         fields = [f for f in form.fields if f in form.changed_data or not change]
         before = {f: _audited_value(f, form.initial.get(f)) for f in fields} if change else {}
         diff = audit.changes(before, {f: _audited_value(f, form.cleaned_data.get(f)) for f in fields})
@@ -90,11 +90,14 @@ class TenantAdmin(TenantScopedAdmin):
 
 
 def _audited_value(field, value):
-    """A tenant form's value as the audit stores it: members by user name, task prefixes one per item."""
+    """A tenant form's value as the audit stores it: members by user name, task prefixes and private
+    networks one per item (the networks as CIDRs: a changed note alone is no change)."""
     if field == "members":
         return sorted(user.get_username() for user in value or [])
     if field == "task_module_prefixes":
         return [line.strip() for line in (value or "").splitlines() if line.strip()]
+    if field == "private_networks":
+        return [str(network) for network in addresses.networks(value or "")]
     return value
 
 

@@ -216,3 +216,77 @@ def test_it_accepts_an_owner_contact_and_thresholds(acme):
 def test_it_names_the_owner_field_and_the_fix(acme, fields, field, says):
     errors = errors_of(definition(acme, **fields))
     assert says in " ".join(errors[field])
+
+
+def http_job(tenant, url, **fields):
+    return definition(tenant, target_kind="http", target_ref=url, payload={}, **fields)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:8080/", "https://[::1]/", "http://169.254.169.254/latest/meta-data/", "HTTP://2130706433/"],
+)
+def test_it_refuses_an_http_target_at_a_literal_non_public_address(acme, url):
+    errors = errors_of(http_job(acme, url))
+    assert errors["target_ref"] == [
+        f"'{url}' is refused: not a public address "
+        "(Duetime calls public addresses only, unless an operator allows private networks of tenant acme)"
+    ]
+    assert not JobDefinition.objects.exists()
+
+
+def test_it_refuses_a_name_that_resolves_to_non_public_addresses_without_saying_which(acme, dns):
+    dns.add("db.corp.test", "10.2.3.4")
+    (message,) = errors_of(http_job(acme, "https://db.corp.test/hooks"))["target_ref"]
+    assert "refused: not a public address" in message and "10.2.3.4" not in message
+
+
+def test_it_accepts_a_name_that_resolves_to_public_addresses_or_does_not_resolve_yet(acme, dns):
+    dns.add("billing.example.com", "93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c")
+    save_definition(http_job(acme, "https://billing.example.com/hooks"), "user:alice")
+    save_definition(http_job(acme, "https://not-yet.example.com/hooks", name="later"), "user:alice")
+    assert JobDefinition.objects.count() == 2
+
+
+def test_it_accepts_a_private_target_inside_the_tenants_networks(acme, dns):
+    acme.private_networks = "10.2.0.0/16"
+    acme.save()
+    dns.add("billing.corp.test", "10.2.3.4")
+    save_definition(http_job(acme, "http://billing.corp.test:8080/run"), "user:alice")
+    errors = errors_of(http_job(acme, "http://10.3.0.1/", name="other"))
+    assert "nor in the allowed private networks of tenant acme (10.2.0.0/16)" in errors["target_ref"][0]
+
+
+def test_it_refuses_an_owner_webhook_at_a_non_public_address(acme, dns):
+    dns.add("hooks.corp.test", "fd00::7")
+    job = definition(acme, owner_webhook_url="https://hooks.corp.test/duetime")
+    assert "refused: not a public address" in errors_of(job)["owner_webhook_url"][0]
+
+
+def test_it_does_not_wait_on_a_slow_resolver_at_save(acme, dns, monkeypatch):
+    """A name the resolver does not answer in time is saved; the worker checks it at each call."""
+    import threading
+
+    from jobs import validation
+
+    release = threading.Event()
+    dns.add("slow.example.com", lambda: release.wait(30) and ["127.0.0.1"])
+    monkeypatch.setattr(validation, "SAVE_RESOLVE_SECONDS", 0.05)
+    try:
+        save_definition(http_job(acme, "https://slow.example.com/hooks"), "user:alice")
+    finally:
+        release.set()
+    assert JobDefinition.objects.filter(target_ref="https://slow.example.com/hooks").exists()
+
+
+@pytest.mark.parametrize(
+    "url, says",
+    [
+        ("http://[::1/", "Invalid IPv6 URL"),
+        ("http://billing.example.com:99999/", "Port out of range"),
+        ("gopher://127.0.0.1:6379/_FLUSHALL", "the scheme must be http or https"),
+    ],
+)
+def test_it_says_what_is_wrong_with_an_http_target(acme, url, says):
+    (message,) = errors_of(http_job(acme, url))["target_ref"]
+    assert message.startswith(f"'{url}' is not an http(s) URL") and says in message

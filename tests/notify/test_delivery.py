@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from jobs.models import Tenant
 from notify import delivery, events, signing
 from notify.models import Notification, SigningSecret
 from runs import scheduler
@@ -94,13 +95,39 @@ def test_a_4xx_answer_fails_for_good(dead_letter_notices, receiver, clock):
     assert (notice.status, notice.attempts) == ("failed", 1) and notice.response.startswith("HTTP 410")
 
 
-def test_the_ssrf_guard_refuses_a_webhook_to_a_private_address(dead_letter_notices, receiver, settings, clock):
+def test_the_network_wall_refuses_a_webhook_once_its_network_is_no_longer_allowed(
+    dead_letter_notices, receiver, settings, clock, acme
+):
     settings.DUETIME_HTTP_ALLOW_PRIVATE = False
+    acme.private_networks = "127.0.0.1/32"
+    acme.save()
+    notice = dead_letter_notices(webhook=receiver)["webhook"]  # saved while acme may call loopback
+    Tenant.objects.filter(pk=acme.pk).update(private_networks="")  # a superuser removes it
+    delivery.deliver(clock.now)
+    notice.refresh_from_db()
+    assert notice.status == "failed"
+    assert notice.response.startswith("refused: not a public address (Duetime calls public addresses only")
+    assert "127.0.0.1" not in notice.response, "what the address was is for the operator's log only"
+    assert Receiver.seen == []
+
+
+def test_a_webhook_inside_the_tenants_private_networks_is_sent(dead_letter_notices, receiver, settings, clock, acme):
+    settings.DUETIME_HTTP_ALLOW_PRIVATE = False
+    acme.private_networks = "127.0.0.0/8  # the on-call bridge"
+    acme.save()
     notice = dead_letter_notices(webhook=receiver)["webhook"]
     delivery.deliver(clock.now)
     notice.refresh_from_db()
-    assert notice.status == "failed" and "non-public address 127.0.0.1" in notice.response
-    assert Receiver.seen == []
+    assert notice.status == "sent" and len(Receiver.seen) == 1
+
+
+def test_a_redirect_answer_is_not_followed(dead_letter_notices, receiver, clock):
+    Receiver.statuses = [302]
+    notice = dead_letter_notices(webhook=receiver)["webhook"]
+    delivery.deliver(clock.now)
+    notice.refresh_from_db()
+    assert notice.status == "failed" and notice.response.endswith("(redirects are not followed)")
+    assert len(Receiver.seen) == 1
 
 
 def test_an_unreachable_receiver_is_tried_again(dead_letter_notices, settings, clock):

@@ -3,12 +3,14 @@
 import datetime as dt
 import http.server
 import json
+import socket
 import threading
 
 import pytest
 
 from runs import targets
 from runs.targets import Attempt
+from tests.fixtures.network import Listener
 
 
 def context(**fields):
@@ -35,6 +37,19 @@ class Endpoint(http.server.BaseHTTPRequestHandler):
         self.send_response(Endpoint.status)
         self.end_headers()
         self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+
+class Redirect(http.server.BaseHTTPRequestHandler):
+    location = "/"
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(302)
+        self.send_header("Location", Redirect.location)
+        self.end_headers()
 
     def log_message(self, *args):
         pass
@@ -152,8 +167,146 @@ def test_it_refuses_a_loopback_target_unless_allowed(endpoint, settings):
     settings.DUETIME_HTTP_ALLOW_PRIVATE = False
     outcome = targets.execute("http", endpoint, context(), 10)
     assert (outcome.outcome, outcome.retryable) == ("failed", False)
-    assert "non-public address 127.0.0.1" in outcome.error
+    assert outcome.error.startswith("permanent: refused: not a public address")
+    assert "127.0.0.1" not in outcome.error, "the address and its class are for the operator's log only"
     assert Endpoint.seen == [], "nothing was sent"
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_it_sends_no_byte_to_a_refused_address_not_even_a_connection(listener, scheme):
+    outcome = targets.execute("http", f"{scheme}://127.0.0.1:{listener.port}/hooks/export", context(), 2)
+    assert listener.connections() == 0, "no TCP connection reached the port"
+    assert listener.received() == b"", "no TLS ClientHello, no request line"
+    assert (outcome.outcome, outcome.retryable) == ("failed", False)
+    assert outcome.error.startswith("permanent: refused: not a public address")
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_it_tells_the_tenant_the_same_for_an_open_and_a_closed_port(listener, closed_port, scheme):
+    """Were the errors different, a tenant could scan the worker's network port by port."""
+    open_port = targets.execute("http", f"{scheme}://127.0.0.1:{listener.port}/", context(), 10)
+    shut_port = targets.execute("http", f"{scheme}://127.0.0.1:{closed_port}/", context(), 10)
+    assert open_port == shut_port
+    assert open_port.error.startswith("permanent: refused: not a public address")
+
+
+def test_it_calls_a_private_address_inside_the_tenants_networks_and_stops_when_one_is_removed(endpoint, acme):
+    acme.private_networks = "127.0.0.1/32  # the billing sidecar"
+    acme.save()
+    assert targets.execute("http", endpoint, context(tenant_id=acme.pk), 10).outcome == "succeeded"
+    acme.private_networks = ""
+    acme.save()  # read again at the next call: no restart, no cache
+    outcome = targets.execute("http", endpoint, context(tenant_id=acme.pk), 10)
+    assert (outcome.outcome, outcome.retryable) == ("failed", False)
+    assert outcome.error == (
+        "permanent: refused: not a public address "
+        "(Duetime calls public addresses only, unless an operator allows private networks of tenant acme)"
+    )
+    assert len(Endpoint.seen) == 1, "only the call made while it was allowed"
+
+
+def test_it_names_the_tenants_networks_when_the_address_is_outside_them(endpoint, acme):
+    acme.private_networks = "10.20.0.0/16\nfd00:20::/64"
+    acme.save()
+    outcome = targets.execute("http", endpoint, context(tenant_id=acme.pk), 10)
+    assert outcome.error == (
+        "permanent: refused: not a public address, "
+        "nor in the allowed private networks of tenant acme (10.20.0.0/16, fd00:20::/64)"
+    )
+
+
+def test_it_connects_to_the_checked_address_with_the_urls_name_in_the_host_header(endpoint, dns, settings):
+    settings.DUETIME_HTTP_ALLOW_PRIVATE = True
+    dns.add("billing.test", "127.0.0.1")
+    port = endpoint.split(":")[2].split("/")[0]
+    assert targets.execute("http", f"http://billing.test:{port}/hooks/export", context(), 10).outcome == "succeeded"
+    assert Endpoint.seen[0]["headers"]["Host"] == f"billing.test:{port}"
+    assert dns.asked.count("billing.test") == 1, "resolved once: the connection does not look the name up again"
+
+
+def test_it_sends_the_urls_name_as_tls_sni_to_the_checked_address(listener, dns, settings):
+    settings.DUETIME_HTTP_ALLOW_PRIVATE = True
+    dns.add("billing.test", "127.0.0.1")
+    outcome = targets.execute("http", f"https://billing.test:{listener.port}/", context(), 1)
+    assert outcome.outcome == "timed_out"  # the listener never answers the handshake
+    assert listener.connections() == 1
+    assert b"billing.test" in listener.received(), "the ClientHello names the URL's host (SNI)"
+
+
+def test_it_resolves_a_name_once_so_a_changed_answer_cannot_slip_past_the_check(dns, dials):
+    """DNS rebinding: a name that answers a public address, then loopback."""
+    answers = iter([["93.184.215.14"], ["127.0.0.1"]])
+    dns.add("rebind.test", lambda: next(answers))
+    outcome = targets.execute("http", "http://rebind.test/", context(), 10)
+    assert dials.made == [("93.184.215.14", 80)], "the socket went to the address that was checked"
+    assert dns.asked.count("rebind.test") == 1
+    assert outcome.error.startswith("ConnectionRefusedError")  # the recorder's: nothing left the machine
+
+
+def test_it_refuses_a_name_when_any_of_its_addresses_is_not_public(dns, dials):
+    dns.add("mixed.test", "93.184.215.14", "10.0.0.5")
+    outcome = targets.execute("http", "http://mixed.test/", context(), 10)
+    assert outcome.error.startswith("permanent: refused: not a public address")
+    assert dials.made == []
+
+
+@pytest.mark.parametrize(
+    "url, dialled",
+    [
+        ("http://[64:ff9b::7f00:1]/", ("64:ff9b::7f00:1", 80)),  # was [64:ff9b::7f00] port 1
+        ("http://[2002:7f00:1::]/", ("2002:7f00:1::", 80)),  # was a DNS lookup of "2002:7f00:1:"
+        ("http://[::127.0.0.1]/", ("::127.0.0.1", 80)),  # was "nonnumeric port"
+        ("https://[::1]:8443/x", ("::1", 8443)),
+    ],
+)
+def test_it_reads_an_ipv6_literal_with_its_brackets_and_port(url, dialled, dials, dns, settings):
+    settings.DUETIME_HTTP_ALLOW_PRIVATE = True  # to see where the connection would go
+    targets.execute("http", url, context(), 10)
+    assert dials.made == [dialled]
+    assert dns.asked == [dialled[0]], "the literal, never a name made of part of it"
+
+
+def test_it_calls_an_ipv6_loopback_literal_with_the_host_header_in_brackets(settings):
+    settings.DUETIME_HTTP_ALLOW_PRIVATE = True
+    server = http.server.ThreadingHTTPServer(("::1", 0), Endpoint, bind_and_activate=False)
+    server.address_family = socket.AF_INET6
+    server.socket = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    server.server_bind()
+    server.server_activate()
+    Endpoint.seen = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        assert targets.execute("http", f"http://[::1]:{port}/v6", context(), 10).outcome == "succeeded"
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert Endpoint.seen[0]["headers"]["Host"] == f"[::1]:{port}"
+
+
+def test_it_does_not_follow_a_redirect_to_a_private_address(acme, listener):
+    """The redirect's Location (another loopback address) is never called: not even a connection."""
+    target = Listener(host="127.0.0.2")
+    Redirect.location = f"http://127.0.0.2:{target.port}/"
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    acme.private_networks = "127.0.0.1/32"
+    acme.save()
+    try:
+        outcome = targets.execute("http", f"http://127.0.0.1:{server.server_port}/", context(tenant_id=acme.pk), 10)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (outcome.outcome, outcome.retryable) == ("failed", False)
+    assert "HTTP 302" in outcome.error and "redirects are not followed" in outcome.error
+    assert target.connections() == 0
+    target.close()
+
+
+def test_it_retries_a_name_that_does_not_resolve():
+    outcome = targets.execute("http", "https://nowhere.test/hooks", context(), 10)
+    assert (outcome.outcome, outcome.retryable) == ("failed", True)
+    assert outcome.error.startswith("Unresolvable: could not resolve nowhere.test")
 
 
 def test_it_tells_the_handler_when_the_lease_is_lost():

@@ -6,9 +6,11 @@ import pytest
 from django.db import OperationalError
 from django.utils import timezone
 
-from runs import consumers, enqueue, transitions
+from jobs.models import JobDefinition, Tenant
+from runs import consumers, enqueue, ledger, transitions
 from runs.models import Attempt, Run
 from runs.worker import POOLS, Worker
+from tests.notify.receiver import Receiver, serve
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -207,3 +209,29 @@ def test_it_never_heartbeats_a_run_whose_completion_is_being_committed(acme, mak
         worker.drain(5)
     assert beaten == []
     assert not worker.inflight
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_it_stops_calling_a_private_network_at_the_next_execution_once_it_is_removed(acme, make_job, make_run, pool):
+    """Checked when used: the tenant's allowance as it is at each call, in both pools."""
+    acme.private_networks = "127.0.0.1/32"
+    acme.save()
+    with serve() as url:
+        job = make_job(acme, "push", cron_expr="* * * * *", target_kind="http", target_ref=url, payload={})
+        minute = timezone.now().replace(second=0, microsecond=0)
+        JobDefinition.objects.filter(pk=job.pk).update(created_at=minute - dt.timedelta(minutes=10))
+        job.refresh_from_db()  # the ledger owes the occurrences since the job was created
+        first = make_run(job, due_at=minute - dt.timedelta(minutes=2))
+        worker = Worker(["default"], concurrency=1, heartbeat_seconds=1, pool=pool)
+        try:
+            drive(worker, lambda: Run.objects.get(pk=first.pk).state == "succeeded")
+            Tenant.objects.filter(pk=acme.pk).update(private_networks="")  # a superuser removes it
+            second = make_run(job, due_at=minute - dt.timedelta(minutes=1))
+            drive(worker, lambda: Run.objects.get(pk=second.pk).state == "dead")
+        finally:
+            worker.drain(5)
+        assert len(Receiver.seen) == 1, "the second run sent nothing"
+    refused = "refused: not a public address (Duetime calls public addresses only, unless an operator allows"
+    assert refused in Run.objects.get(pk=second.pk).last_error
+    entries = ledger.ledger(job, minute - dt.timedelta(minutes=2), minute, timezone.now()).entries
+    assert [(e.fate, refused in e.detail) for e in entries] == [("ran", False), ("dead", True)]

@@ -289,6 +289,55 @@ def test_it_lets_a_superuser_allow_task_modules_and_audits_it(as_carol, acme):
     assert entry.detail["task_module_prefixes"]["added"] == ["examples.demo_handlers"]
 
 
+TENANT_FORM = {
+    "name": "acme",
+    "max_definitions": "1000",
+    "max_pending_runs": "1000000",
+    "max_concurrent_runs": "1000",
+    "enqueue_rate_per_minute": "60000",
+    "task_module_prefixes": "tests.handlers",
+}
+
+
+def test_it_lets_a_superuser_allow_private_networks_and_audits_what_moved(as_carol, acme):
+    acme.private_networks = "10.20.0.0/16"
+    acme.save()
+    form = {**TENANT_FORM, "private_networks": "fd00:20::/64  # billing v6\n10.30.0.0/16"}
+    response = as_carol.post(reverse("admin:jobs_tenant_change", args=[acme.pk]), form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    acme.refresh_from_db()
+    assert [str(n) for n in acme.allowance.networks] == ["fd00:20::/64", "10.30.0.0/16"]
+    entry = AuditEntry.objects.get(action="update", object_type="jobs.tenant")
+    assert (entry.actor, entry.tenant) == ("user:carol", acme)
+    assert entry.detail["private_networks"]["added"] == ["fd00:20::/64", "10.30.0.0/16"]
+    assert entry.detail["private_networks"]["removed"] == ["10.20.0.0/16"]
+
+
+def test_it_refuses_a_private_network_that_is_not_a_cidr_with_a_form_error(as_carol, acme):
+    form = {**TENANT_FORM, "private_networks": "10.20.0.1/16"}
+    page = as_carol.post(reverse("admin:jobs_tenant_change", args=[acme.pk]), form).content.decode()
+    assert "errorlist" in page and "did you mean 10.20.0.0/16?" in page
+    acme.refresh_from_db()
+    assert acme.private_networks == ""
+    assert not AuditEntry.objects.filter(object_type="jobs.tenant").exists()
+
+
+def test_it_does_not_let_a_tenant_member_allow_a_private_network(as_alice, acme):
+    response = as_alice.post(
+        reverse("admin:jobs_tenant_change", args=[acme.pk]), {**TENANT_FORM, "private_networks": "0.0.0.0/0"}
+    )
+    assert response.status_code in (302, 403)
+    acme.refresh_from_db()
+    assert acme.private_networks == ""
+
+
+def test_it_refuses_an_http_target_at_a_private_address_in_the_add_form(as_alice, acme):
+    form = job_form(acme, "reports.push", target_kind="http", target_ref="http://[64:ff9b::a9fe:a9fe]/latest")
+    page = as_alice.post(reverse("admin:jobs_jobdefinition_add"), form).content.decode()
+    assert "errorlist" in page and "refused: not a public address" in page
+    assert not JobDefinition.objects.filter(name="reports.push").exists()
+
+
 def test_it_does_not_let_a_tenant_member_change_its_task_modules(as_alice, acme):
     response = as_alice.post(reverse("admin:jobs_tenant_change", args=[acme.pk]), {"task_module_prefixes": "os"})
     assert response.status_code in (302, 403)

@@ -44,3 +44,17 @@ def test_it_refuses_a_threshold_that_would_notify_nobody(api, acme_team):
     (error,) = assert_problem(response, 400, "validation-error")["errors"]
     assert error["field"] == "owner.skip_streak" and "set owner_email or owner_webhook_url" in error["detail"]
     assert not JobDefinition.objects.exists()
+
+
+def test_it_refuses_a_target_or_webhook_at_a_non_public_address_with_a_problem(api, acme_team, dns):
+    dns.add("metadata.google.internal", "169.254.169.254")
+    body = on_demand(
+        target={"kind": "http", "ref": "http://metadata.google.internal/computeMetadata/v1/"},
+        owner={"webhook_url": "http://[::ffff:127.0.0.1]:6379/"},
+        payload={},
+    )
+    problem = assert_problem(api.put("/v1/jobs/billing.export", token=acme_team, json=body), 400, "validation-error")
+    fields = {error["field"]: error["detail"] for error in problem["errors"]}
+    assert "refused: not a public address" in fields["target.ref"]
+    assert "refused: not a public address" in fields["owner.webhook_url"]
+    assert not JobDefinition.objects.exists()
