@@ -81,6 +81,12 @@ class Tenant(models.Model):
         return addresses.Allowance(addresses.networks(self.private_networks), f"tenant {self.name}")
 
     @classmethod
+    def allowances(cls, tenant_ids):
+        """{tenant id: its allowance, read now}, in one query (a worker's batch of http targets)."""
+        rows = cls.objects.filter(pk__in=set(tenant_ids)).values_list("pk", "name", "private_networks")
+        return {pk: addresses.Allowance(addresses.networks(text), f"tenant {name}") for pk, name, text in rows}
+
+    @classmethod
     def allowance_of(cls, tenant_id):
         """The allowance of tenant `tenant_id`, read from the database only when first needed (at use)."""
 

@@ -229,6 +229,7 @@ class Child:
             attempt.payload,
             attempt.due_at,
             attempt.tenant_id,
+            attempt.allowance,
         )
         try:
             self.conn.send_bytes(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
@@ -286,7 +287,7 @@ def _serve(conn, lost):
         if not conn.poll(ORPHAN_CHECK_SECONDS):
             continue
         try:
-            kind, ref, timeout_seconds, run_id, job_name, attempt, key, token, payload, due_at, tenant_id = (
+            kind, ref, timeout_seconds, run_id, job_name, attempt, key, token, payload, due_at, tenant_id, allowance = (
                 pickle.loads(conn.recv_bytes())
             )
         except EOFError:
@@ -300,6 +301,7 @@ def _serve(conn, lost):
             payload=payload,
             due_at=due_at,
             tenant_id=tenant_id,
+            allowance=allowance,
             _lost=lost,
         )
         outcome = targets.execute(kind, ref, run, timeout_seconds)

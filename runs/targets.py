@@ -77,7 +77,10 @@ class Attempt:
     fencing_token: int
     payload: object
     due_at: dt.datetime
-    tenant_id: int | None = None  # whose allowance an http target's call is checked against (at use)
+    tenant_id: int | None = None  # whose allowance an http target's call is checked against
+    # For an http target: the tenant's jobs.addresses.Allowance as the worker read it when the attempt
+    # started (a child process then needs no database); None: read from the database at the call.
+    allowance: object = None
     _heartbeat: object = None  # callable() -> bool (False: lease lost)
     _lost: Flag = dataclasses.field(default_factory=Flag)  # or the process pool's children.SharedFlag
 
@@ -251,6 +254,21 @@ def connection(destination, allowance, timeout, *, context=""):
     return conn
 
 
+def allowances(leases):
+    """{tenant id: Allowance} of the tenants whose http targets are among `leases`, read now, in one query.
+
+    The worker reads them as the attempts start and hands them over with the
+    attempts, so a child process never opens a database connection for them
+    (SQLite's locks do not survive a fork taken while another thread held them).
+    """
+    tenant_ids = {lease.tenant_id for lease in leases if lease.target_kind == "http"}
+    return Tenant.allowances(tenant_ids) if tenant_ids else {}
+
+
+def _allowance_now(tenant_id):
+    return Tenant.allowance_of(tenant_id) if tenant_id is not None else addresses.PUBLIC_ONLY
+
+
 def post(url, ctx, timeout_seconds):
     """POST the payload; 2xx succeeds, 408/429/5xx/timeouts retry, other 4xx and 3xx are permanent.
 
@@ -261,7 +279,7 @@ def post(url, ctx, timeout_seconds):
         destination = addresses.Destination.of(url)
     except addresses.BadURL as exc:
         raise PermanentError(f"{url!r} is not an http(s) URL ({exc})") from exc
-    allowance = Tenant.allowance_of(ctx.tenant_id) if ctx.tenant_id is not None else addresses.PUBLIC_ONLY
+    allowance = ctx.allowance or _allowance_now(ctx.tenant_id)
     conn = connection(destination, allowance, min(timeout_seconds, 300), context=f"run {ctx.run_id}")
     body = json.dumps(ctx.payload).encode()
     headers = {

@@ -171,8 +171,9 @@ class Worker:
                     lease_seconds=self.lease_seconds,
                     kinds=targets.EXECUTED_KINDS,  # external runs wait for their own consumers
                 )
+        allowances = self._allowances(leases)
         for lease in leases:  # only once committed
-            self._start(lease)
+            self._start(lease, allowances.get(lease.tenant_id))
         result.claimed = len(leases)
         return result
 
@@ -258,7 +259,16 @@ class Worker:
             item.outcome = outcome
 
     # --- execution --------------------------------------------------------
-    def _start(self, lease):
+    def _allowances(self, leases):
+        """The http targets' tenants' private networks as they are now; {} if they cannot be read (each call
+        then reads its own: checked when used either way)."""
+        try:
+            return targets.allowances(leases)
+        except (*DATABASE_ERRORS, ValueError):
+            log.warning("could not read the tenants' private networks; each http call reads its own", exc_info=True)
+            return {}
+
+    def _start(self, lease, allowance=None):
         ctx = targets.Attempt(
             run_id=lease.run_id,
             job_name=lease.job_name,
@@ -268,6 +278,7 @@ class Worker:
             payload=lease.payload,
             due_at=lease.due_at,
             tenant_id=lease.tenant_id,
+            allowance=allowance,
         )
         ctx._heartbeat = lambda: self._extend(lease)
         self.inflight[lease.run_id] = InFlight(lease, ctx, time.monotonic())

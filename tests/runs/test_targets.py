@@ -1,5 +1,6 @@
 """Executing targets: python callables and http endpoints, classified as a worker must."""
 
+import collections
 import datetime as dt
 import http.server
 import json
@@ -40,6 +41,9 @@ class Endpoint(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+Lease = collections.namedtuple("Lease", "tenant_id target_kind")  # what targets.allowances reads of a lease
 
 
 class Redirect(http.server.BaseHTTPRequestHandler):
@@ -314,3 +318,28 @@ def test_it_tells_the_handler_when_the_lease_is_lost():
     with pytest.raises(targets.LeaseLost):
         ctx.heartbeat()
     assert ctx.lease_lost
+
+
+def test_it_reads_the_allowances_of_a_batch_of_http_targets_in_one_query(acme, globex, django_assert_num_queries):
+    acme.private_networks = "10.20.0.0/16"
+    acme.save()
+    leases = [Lease(acme.pk, "http"), Lease(globex.pk, "http"), Lease(acme.pk, "http"), Lease(999, "python")]
+    with django_assert_num_queries(1):
+        found = targets.allowances(leases)
+    assert {pk: (a.owner, [str(n) for n in a.networks]) for pk, a in found.items()} == {
+        acme.pk: ("tenant acme", ["10.20.0.0/16"]),
+        globex.pk: ("tenant globex", []),
+    }
+    with django_assert_num_queries(0):
+        assert targets.allowances([Lease(acme.pk, "python")]) == {}
+
+
+def test_it_calls_with_the_allowance_the_worker_read_without_asking_the_database(
+    endpoint, acme, django_assert_num_queries
+):
+    """A child process of the `processes` pool gets the allowance with the attempt: it opens no connection."""
+    acme.private_networks = "127.0.0.1/32"
+    acme.save()
+    run = context(tenant_id=acme.pk, allowance=targets.allowances([Lease(acme.pk, "http")])[acme.pk])
+    with django_assert_num_queries(0):
+        assert targets.execute("http", endpoint, run, 10).outcome == "succeeded"
