@@ -78,5 +78,5 @@ def setup(username="admin"):
         password_file().parent.mkdir(exist_ok=True)
         password_file().write_text(kept + "\n")
         password_file().chmod(0o600)
-    tenant.members.add(user)
+    tenant.members.add(user, through_defaults={"role": "owner"})
     return username, kept

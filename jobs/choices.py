@@ -1,4 +1,5 @@
-"""The choices of a job definition's fields: schedule kinds, policies, priorities, targets, statuses.
+"""The choices of model fields: a job definition's schedule kinds, policies, priorities, targets, statuses,
+and the roles of tenant members and team tokens.
 
 Their own module so that the model (jobs/models.py) and the rules
 (jobs/validation.py) both use them without importing each other: the model
@@ -44,3 +45,11 @@ class Status(models.TextChoices):
     ACTIVE = "active"
     PAUSED = "paused"
     CANCELLED = "cancelled"
+
+
+class Role(models.TextChoices):
+    """What a tenant member or a team token may do (jobs/roles.py ranks them and says which door needs which)."""
+
+    VIEWER = "viewer"  # reads only: every page and every GET
+    OPERATOR = "operator"  # and pause, resume, trigger, run, cancel, replay, discard, backfill
+    OWNER = "owner"  # and definitions, tokens, members, windows, calendars, schedules-as-code applies

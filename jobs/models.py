@@ -1,4 +1,4 @@
-"""Tenants (and their paused queues), their API tokens, job definitions and the audit record.
+"""Tenants (their members with a role, their paused queues), their API tokens, job definitions and the audit record.
 
 A JobDefinition is only ever stored through `jobs.validation.clean_definition`
 (called from `full_clean`), so the admin, the API and the management commands
@@ -53,7 +53,8 @@ class Tenant(models.Model):
         "per line (e.g. 10.20.0.0/16 or fd00:20::/64; text after # is a note). Empty: public addresses only. "
         "Read at every call: removing a network stops the next call to it.",
     )
-    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="tenants")
+    # Who may use the portal for this team, each with a role (Membership; granted and changed by jobs.members).
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", blank=True, related_name="tenants")
     # A tenant pause (runs.controls.pause_tenant): claims lease none of its runs and materialisation
     # creates none, until resumed; stored here so that it survives restarts. Changed only by the controls;
     # one queue's pause is a QueuePause row.
@@ -99,6 +100,34 @@ class Tenant(models.Model):
         return addresses.Allowance(load=load)
 
 
+class Membership(models.Model):
+    """A user's membership of a tenant and its role: viewer, operator or owner (jobs/roles.py).
+
+    Granted, changed and removed only through jobs.members, which audits each
+    change. A member added without a role (`tenant.members.add(user)`) is a
+    viewer: least privilege unless someone says otherwise.
+    """
+
+    Role = choices.Role
+
+    # No index of its own: the unique (tenant, user) one starts with the tenant.
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships", db_index=False)
+    # Indexed (the foreign key's own index): jobs.members.roles_of reads one user's memberships on every portal request.
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.VIEWER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant__name", "user__username"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "user"], name="membership_unique_per_tenant"),
+            models.CheckConstraint(condition=Q(role__in=["viewer", "operator", "owner"]), name="membership_role_valid"),
+        ]
+
+    def __str__(self):
+        return f"{self.user.get_username()} in {self.tenant.name} ({self.role})"
+
+
 class QueuePause(models.Model):
     """One queue of a tenant paused on its own (runs.controls.pause_tenant with a queue): its runs wait.
 
@@ -130,12 +159,23 @@ class ApiToken(models.Model):
     """
 
     class Kind(models.TextChoices):
-        TEAM = "team"  # manage the tenant's jobs, runs and dead letters
+        TEAM = "team"  # manage the tenant's jobs, runs and dead letters, as far as its role allows
         WORKER = "worker"  # lease, heartbeat, complete on the listed queues
+
+    Role = choices.Role
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tokens")
     name = models.CharField(max_length=100, blank=True)
     kind = models.CharField(max_length=10, choices=Kind.choices)
+    # Team tokens: what the token may do (jobs/roles.py); checked on every call. Worker tokens have none ("").
+    role = models.CharField(
+        max_length=10,
+        choices=Role.choices,
+        blank=True,
+        default=Role.OPERATOR,
+        help_text="Team tokens: viewer (reads), operator (pause, resume, trigger, cancel, replay, discard, "
+        "backfill) or owner (also definitions and schedules as code).",
+    )
     queues = models.JSONField(default=list, blank=True, help_text="Worker tokens: the queues it may lease from.")
     prefix = models.CharField(max_length=16, editable=False, help_text="The first characters, to recognise a token.")
     secret_hash = models.CharField(max_length=64, unique=True, editable=False)
@@ -146,22 +186,32 @@ class ApiToken(models.Model):
     class Meta:
         constraints = [
             models.CheckConstraint(condition=Q(kind__in=["team", "worker"]), name="apitoken_kind_valid"),
+            models.CheckConstraint(
+                condition=Q(kind="team", role__in=["viewer", "operator", "owner"]) | Q(kind="worker", role=""),
+                name="apitoken_role_fits_kind",
+            ),
         ]
 
     def __str__(self):
-        return f"{self.tenant.name}/{self.name or self.prefix} ({self.kind})"
+        kind = f"{self.kind}, {self.role}" if self.role else self.kind
+        return f"{self.tenant.name}/{self.name or self.prefix} ({kind})"
 
     @staticmethod
     def hash_secret(secret):
         return hashlib.sha256(secret.encode()).hexdigest()
 
     @classmethod
-    def issue(cls, tenant, kind, name="", queues=()):
-        """Create a token and return `(token, secret)`; the secret is not kept."""
+    def issue(cls, tenant, kind, name="", queues=(), role=None):
+        """Create a token and return `(token, secret)`; the secret is not kept.
+
+        A team token's `role` defaults to operator; a worker token has none.
+        """
         secret = f"dt_{kind[0]}_{secrets.token_urlsafe(32)}"
+        role = "" if kind == cls.Kind.WORKER else role or cls.Role.OPERATOR
         token = cls.objects.create(
             tenant=tenant,
             kind=kind,
+            role=role,
             name=name,
             queues=list(queues),
             prefix=secret[:12],

@@ -3,8 +3,10 @@
 A token is issued with `ApiToken.issue` (the secret is shown once; only its
 SHA-256 is kept), found again by the secret's hash (`authenticate`), and
 revoked by setting `revoked_at`, which takes effect on the next call. Team
-tokens manage the tenant's jobs, runs and dead letters; worker tokens lease,
-heartbeat and complete, and only on their listed queues.
+tokens manage the tenant's jobs, runs and dead letters as far as their role
+allows (viewer, operator, owner: jobs/roles.py; `change_role` changes it,
+audited, effective on the next call); worker tokens lease, heartbeat and
+complete, and only on their listed queues.
 
 The HTTP side (the bearer authentication class, the token-kind permissions,
 the scoping of every lookup to the token's tenant) is scheduler_project/api/auth.py.
@@ -12,10 +14,13 @@ the scoping of every lookup to the token's tenant) is scheduler_project/api/auth
 
 import datetime as dt
 
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs.models import ApiToken
+from jobs import audit
+from jobs.choices import Role
+from jobs.models import ApiToken, AuditEntry
 
 # last_used_at is a hint for operators ("is this token still used?"), so it is
 # written at most once a minute per token, not on every request.
@@ -77,3 +82,26 @@ def leasable_queues(token, wanted=None):
     if not queues:
         raise QueueNotAllowed(allowed, wanted)
     return queues
+
+
+def change_role(tokens, role, *, actor, note=""):
+    """Give the team tokens among `tokens` (a queryset) the role `role`; one audit entry per token changed.
+
+    Worker tokens and tokens that already have the role are left as they are. Returns the tokens changed.
+    """
+    role = Role(role)
+    with transaction.atomic():
+        locked = (
+            ApiToken.objects.select_for_update(of=("self",)).select_related("tenant").filter(pk__in=tokens.values("pk"))
+        )
+        changed = list(locked.filter(kind=ApiToken.Kind.TEAM).exclude(role=role).order_by("pk"))
+        ApiToken.objects.filter(pk__in=[t.pk for t in changed]).update(role=role)
+        AuditEntry.objects.bulk_create(
+            [
+                audit.entry(actor, "change_role", t, detail={"role": {"before": t.role, "after": str(role)}}, note=note)
+                for t in changed
+            ]
+        )
+    for token in changed:
+        token.role = role
+    return changed

@@ -1,6 +1,6 @@
 """Named actors and factories for tests that read like stories.
 
-Tenants: acme (Alice is its operator) and globex (Bob's). `make_job` and
+Tenants: acme (Alice is its owner) and globex (Bob's). `make_job` and
 `make_run(state=...)` keep columns consistent with the database's CHECKs.
 """
 
@@ -95,14 +95,14 @@ def globex(db):
 @pytest.fixture
 def alice(db, acme, django_user_model):
     user = django_user_model.objects.create_user("alice", password="alice-pass-123", is_staff=True)
-    acme.members.add(user)
+    acme.members.add(user, through_defaults={"role": "owner"})
     return user
 
 
 @pytest.fixture
 def bob(db, globex, django_user_model):
     user = django_user_model.objects.create_user("bob", password="bob-pass-123", is_staff=True)
-    globex.members.add(user)
+    globex.members.add(user, through_defaults={"role": "owner"})
     return user
 
 

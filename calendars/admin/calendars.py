@@ -18,7 +18,6 @@ from calendars import blackouts, ical
 from calendars.models import Calendar, Window
 from jobs import audit
 from jobs.audit import actor_for_user
-from scheduler_project.admin import scoping
 from scheduler_project.admin.filters import TenantFilter
 from scheduler_project.admin.scoping import TenantScopedAdmin
 from scheduler_project.admin.site import site
@@ -146,10 +145,10 @@ class CalendarAdmin(TenantScopedAdmin):
     fields = ["tenant", "name", "time_zone", "weekend", "holiday_text", "ical_file", "days_off", "used_by"]
 
     def has_add_permission(self, request):
-        return scoping.is_operator(request.user)
+        return self.may_edit(request)
 
     def has_delete_permission(self, request, obj=None):
-        return scoping.is_operator(request.user)
+        return self.may_edit(request, obj)
 
     @admin.display(description="weekend")
     def weekend_text(self, calendar):

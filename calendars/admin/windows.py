@@ -16,7 +16,7 @@ from calendars.models import Calendar, Window
 from jobs import audit
 from jobs.audit import actor_for_user
 from jobs.models import JobDefinition
-from scheduler_project.admin import scoping
+from scheduler_project.admin import permissions, scoping
 from scheduler_project.admin.filters import TenantFilter
 from scheduler_project.admin.scoping import TenantScopedAdmin
 from scheduler_project.admin.site import site
@@ -65,14 +65,16 @@ class WindowAdmin(TenantScopedAdmin):
     ]
 
     def has_add_permission(self, request):
-        return scoping.is_operator(request.user)
+        return self.may_edit(request)
 
     def has_delete_permission(self, request, obj=None):
-        return scoping.is_operator(request.user)
+        return self.may_edit(request, obj)
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.related_model is Calendar:
-            kwargs["queryset"] = scoping.scope(Calendar.objects.all(), request.user)
+            calendars = scoping.scope(Calendar.objects.all(), request.user)
+            allowed = permissions.tenant_ids_allowing(request, self.edit_role)
+            kwargs["queryset"] = calendars if allowed is None else calendars.filter(tenant_id__in=allowed)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     @admin.display(description="applies to")

@@ -15,6 +15,7 @@ from django.utils.html import format_html
 
 from dlq.models import DeadLetter
 from jobs.audit import actor_for_user
+from jobs.roles import OPERATE
 from runs import controls
 from runs.models import Run
 from scheduler_project.admin import scoping
@@ -22,6 +23,7 @@ from scheduler_project.admin.confirm import confirm_action
 from scheduler_project.admin.display import status_text, utc_seconds
 from scheduler_project.admin.filters import JobFilter, TenantFilter
 from scheduler_project.admin.pagination import CappedPaginator
+from scheduler_project.admin.permissions import needs
 from scheduler_project.admin.scoping import TenantScopedAdmin
 from scheduler_project.admin.site import site
 
@@ -133,6 +135,7 @@ class DeadLetterAdmin(TenantScopedAdmin):
     def idempotency_key(self, dl):
         return dl.run.idempotency_key
 
+    @needs(OPERATE)
     @admin.action(description="Replay selected dead letters")
     def replay_dead_letters(self, request, queryset):
         def preview(qs, data):
@@ -173,6 +176,7 @@ class DeadLetterAdmin(TenantScopedAdmin):
             submit="Replay",
         )
 
+    @needs(OPERATE)
     @admin.action(description="Discard selected dead letters")
     def discard_dead_letters(self, request, queryset):
         def preview(qs, data):

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 
 from dlq.api.serializers import DeadLetterSerializer, ResolveSerializer
 from dlq.models import DeadLetter
-from jobs import audit
+from jobs import audit, roles
 from jobs.validation import NAME_RE
 from runs import transitions
 from scheduler_project.api.endpoints import PAGE_PARAMETERS, CursorPage, TeamEndpoint, page_of
@@ -62,6 +62,7 @@ class DeadLetterListView(TeamEndpoint):
 
 class _Resolve(TeamEndpoint):
     move_name = None  # "replay" or "discard"
+    method_roles = {"POST": roles.OPERATE}
 
     def post(self, request, letter_id):
         letter = letter_or_404(request, letter_id)

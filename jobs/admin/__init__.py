@@ -1,3 +1,3 @@
 """Portal pages of jobs: importing the package registers them on the portal site."""
 
-from jobs.admin import actions, definitions, drift, schedule_views, tenant_pause  # noqa: F401
+from jobs.admin import actions, definitions, drift, members, schedule_views, tenant_pause, tokens  # noqa: F401

@@ -20,10 +20,12 @@ from django.utils import timezone
 from jobs.audit import actor_for_user
 from jobs.models import JobDefinition
 from jobs.quotas import QuotaExceeded
+from jobs.roles import OPERATE, OWN
 from runs import backfill, controls, enqueue
 from runs.models import CLAIMABLE_STATES, Run
 from scheduler_project.admin.confirm import NoteForm, confirm_action
 from scheduler_project.admin.counts import capped_count
+from scheduler_project.admin.permissions import needs
 
 Status = JobDefinition.Status
 BACKFILL_CHUNK = 500
@@ -38,6 +40,7 @@ def _leased_by_job(jobs):
     )
 
 
+@needs(OPERATE)
 @admin.action(description="Pause selected jobs")
 def pause_jobs(modeladmin, request, queryset):
     def preview(qs, data):
@@ -79,6 +82,7 @@ def _passed_over(job, now, cap=1000):
     return sum(1 for t in times if t < now)
 
 
+@needs(OPERATE)
 @admin.action(description="Resume selected jobs")
 def resume_jobs(modeladmin, request, queryset):
     now = timezone.now()
@@ -137,6 +141,7 @@ def _overlap_effect(job, leased):
     return "; ".join(parts)
 
 
+@needs(OPERATE)
 @admin.action(description="Trigger selected jobs now")
 def trigger_jobs(modeladmin, request, queryset):
     def preview(qs, data):
@@ -176,6 +181,7 @@ def trigger_jobs(modeladmin, request, queryset):
     )
 
 
+@needs(OWN)  # a job deleted for good: the definition is the owners' (DELETE /v1/jobs/{name} too)
 @admin.action(description="Cancel selected jobs (no more runs)")
 def cancel_jobs(modeladmin, request, queryset):
     def preview(qs, data):
@@ -253,6 +259,7 @@ def backfill_plan(qs, data):
     return plans
 
 
+@needs(OPERATE)
 @admin.action(description="Backfill a window of selected cron jobs")
 def backfill_jobs(modeladmin, request, queryset):
     def preview(qs, data):

@@ -1,6 +1,8 @@
-"""The portal's admin for tenants, API tokens, job definitions and the audit log.
+"""The portal's admin for tenants, job definitions and the audit log (API tokens: jobs/admin/tokens.py,
+members: jobs/admin/members.py).
 
-All of it is tenant-scoped (scheduler_project.admin.scoping.TenantScopedAdmin). Job
+All of it is tenant-scoped (scheduler_project.admin.scoping.TenantScopedAdmin) and
+allowed by role: every member reads; definitions are the owners'. Job
 definitions are saved through jobs.definitions.save_definition, the one
 validation path, so an invalid cron or zone is a form error saying how to fix
 it. Their status is read-only here: it changes only through the actions
@@ -8,15 +10,11 @@ it. Their status is read-only here: it changes only through the actions
 as the API does.
 """
 
-import re
-
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.core.exceptions import ValidationError
 from django.db.models import OuterRef, Subquery
 from django.http import Http404, JsonResponse
-from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -28,14 +26,14 @@ from jobs.admin.drift import CodeFilter, adopt_into_code, code_column, drift_tab
 from jobs.admin.tenant_pause import TENANT_ACTIONS
 from jobs.audit import actor_for_user
 from jobs.definitions import save_definition
-from jobs.models import QUEUE_RE, ApiToken, AuditEntry, JobDefinition, Tenant
+from jobs.models import AuditEntry, JobDefinition, Tenant
 from jobs.quotas import QuotaExceeded
+from jobs.roles import OPERATE
 from jobs.validation import MAX_JITTER_SECONDS
 from notify.models import Notification
 from runs import consumers
 from runs.models import TERMINAL_STATES, Run
-from scheduler_project.admin import lateness, scoping
-from scheduler_project.admin.confirm import confirm_action
+from scheduler_project.admin import lateness, permissions, scoping
 from scheduler_project.admin.display import format_ms, schedule_words, status_text, zoned
 from scheduler_project.admin.filters import QueueFilter, TenantFilter
 from scheduler_project.admin.scoping import TenantScopedAdmin
@@ -54,7 +52,8 @@ class TenantAdmin(TenantScopedAdmin):
         "created_at",
     ]
     search_fields = ["name"]
-    filter_horizontal = ["members"]
+    # Members and their roles are on the Members page (jobs/admin/members.py), through jobs.members.
+    readonly_fields = ["members_shown"]
     actions = TENANT_ACTIONS
 
     def has_add_permission(self, request):
@@ -66,6 +65,16 @@ class TenantAdmin(TenantScopedAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).prefetch_related("queue_pauses")
 
+    @admin.display(description="members")
+    def members_shown(self, tenant):
+        """Who belongs, with their roles; changed on the Members page."""
+        if tenant.pk is None:
+            return "Save the tenant, then add members on the Members page."
+        rows = tenant.memberships.select_related("user").order_by("user__username")
+        url = reverse("admin:jobs_membership_changelist") + f"?tenant={tenant.pk}"
+        listed = format_html_join(", ", "{} ({})", ((m.user.get_username(), m.role) for m in rows[:100]))
+        return format_html('{} <a href="{}">Members and roles</a>', listed or "None yet.", url)
+
     @admin.display(description="paused")
     def pause_state(self, tenant):
         """The tenant's pause (every queue) or its paused queues, from the prefetched pauses."""
@@ -76,11 +85,11 @@ class TenantAdmin(TenantScopedAdmin):
         return format_html("{} queue {}", paused, ", ".join(queues)) if queues else "—"
 
     def save_related(self, request, form, formsets, change):
-        super().save_related(request, form, formsets, change)  # members are saved here, after the tenant
+        super().save_related(request, form, formsets, change)
         self.audit_edit(request, form, change)
 
     def audit_edit(self, request, form, change):
-        """One audit entry per add or edit, with the diff of quotas, members, task prefixes and private networks."""
+        """One audit entry per add or edit, with the diff of quotas, task prefixes and private networks."""
         fields = [f for f in form.fields if f in form.changed_data or not change]
         before = {f: _audited_value(f, form.initial.get(f)) for f in fields} if change else {}
         diff = audit.changes(before, {f: _audited_value(f, form.cleaned_data.get(f)) for f in fields})
@@ -90,10 +99,8 @@ class TenantAdmin(TenantScopedAdmin):
 
 
 def _audited_value(field, value):
-    """A tenant form's value as the audit stores it: members by user name, task prefixes and private
-    networks one per item (the networks as CIDRs: a changed note alone is no change)."""
-    if field == "members":
-        return sorted(user.get_username() for user in value or [])
+    """A tenant form's value as the audit stores it: task prefixes and private networks one per item
+    (the networks as CIDRs: a changed note alone is no change)."""
     if field == "task_module_prefixes":
         return [line.strip() for line in (value or "").splitlines() if line.strip()]
     if field == "private_networks":
@@ -228,7 +235,7 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         css = {"all": ["portal/portal.css"]}
 
     def has_add_permission(self, request):
-        return scoping.is_operator(request.user)
+        return self.may_edit(request)
 
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
@@ -364,8 +371,8 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         )
         if job is None:
             raise Http404("No such job.")
-        if not self.has_change_permission(request, job):
-            raise PermissionDenied
+        # Backfill is an operation (it adds runs, it edits no definition): checked at every chunk.
+        permissions.require(request, [job.tenant_id], OPERATE, "Backfill")
         cursor, end = parse_datetime(request.POST.get("cursor", "")), parse_datetime(request.POST.get("end", ""))
         try:
             remaining = int(request.POST.get("remaining", "0"))
@@ -387,124 +394,6 @@ class JobDefinitionAdmin(TenantScopedAdmin):
             return JsonResponse({"error": f"capped by quota: {exc}"}, status=429)
         return JsonResponse(
             {"created": created, "cursor": following.isoformat(), "remaining": remaining - created, "done": done}
-        )
-
-
-class TokenCreateForm(forms.ModelForm):
-    queue_names = forms.CharField(
-        label="Queues",
-        required=False,
-        help_text="Worker tokens: comma-separated queues it may lease from, e.g. default,reports.",
-    )
-
-    class Meta:
-        model = ApiToken
-        fields = ["tenant", "kind", "name"]
-
-    def clean(self):
-        data = super().clean()
-        queues = [q.strip() for q in data.get("queue_names", "").split(",") if q.strip()]
-        if data.get("kind") == ApiToken.Kind.WORKER and not queues:
-            self.add_error("queue_names", "A worker token leases from named queues: list at least one.")
-        if data.get("kind") == ApiToken.Kind.TEAM and queues:
-            self.add_error(
-                "queue_names", "Queues are for worker tokens; a team token acts on all of its tenant's jobs."
-            )
-        bad = [q for q in queues if not re.fullmatch(QUEUE_RE, q)]
-        if bad:
-            self.add_error(
-                "queue_names", f"Not a queue name: {', '.join(bad)} (use lowercase letters, digits, '.', '_' or '-')."
-            )
-        data["queues"] = queues
-        return data
-
-
-@admin.register(ApiToken, site=site)
-class ApiTokenAdmin(TenantScopedAdmin):
-    list_display = ["prefix", "name", "tenant", "kind", "queues", "token_status", "created_at", "last_used_at"]
-    list_filter = ["kind", TenantFilter]
-    search_fields = ["name", "prefix"]
-    list_select_related = ["tenant"]
-    actions = ["revoke_tokens"]
-    add_form_template = None
-
-    def has_add_permission(self, request):
-        return scoping.is_operator(request.user)
-
-    def has_change_permission(self, request, obj=None):
-        return obj is None and scoping.is_operator(request.user)  # actions only; a token is never edited
-
-    def get_form(self, request, obj=None, change=False, **kwargs):
-        if obj is None:
-            kwargs["form"] = TokenCreateForm
-            kwargs["fields"] = ["tenant", "kind", "name", "queue_names"]
-        return super().get_form(request, obj, change, **kwargs)
-
-    def get_fieldsets(self, request, obj=None):
-        if obj is None:
-            return [(None, {"fields": ["tenant", "kind", "name", "queue_names"]})]
-        return super().get_fieldsets(request, obj)
-
-    @admin.display(description="status")
-    def token_status(self, token):
-        return status_text("active" if token.is_active else "revoked", {"active": "●", "revoked": "✕"})
-
-    def save_model(self, request, obj, form, change):
-        with transaction.atomic():
-            token, secret = ApiToken.issue(obj.tenant, obj.kind, name=obj.name, queues=form.cleaned_data["queues"])
-            audit.record(
-                actor_for_user(request.user), "issue_token", token, detail={"kind": token.kind, "queues": token.queues}
-            )
-        obj.pk, obj.prefix, obj.secret_hash, obj.queues, obj.created_at = (
-            token.pk,
-            token.prefix,
-            token.secret_hash,
-            token.queues,
-            token.created_at,
-        )
-        request._duetime_secret = secret
-
-    def response_add(self, request, obj, post_url_continue=None):
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Token created",
-            "token": obj,
-            "secret": request._duetime_secret,
-            "opts": self.opts,
-        }
-        return TemplateResponse(request, "portal/token_secret.html", context)
-
-    @admin.action(description="Revoke selected tokens")
-    def revoke_tokens(self, request, queryset):
-        def preview(qs, data):
-            live = qs.filter(revoked_at=None)
-            n = live.count()
-            return {
-                "lines": [
-                    f"{n} active token(s) will stop working at once; callers using them get 401.",
-                    "A revoked token cannot be restored: issue a new one.",
-                ],
-                "rows": [(t, "revoke" if t.is_active else "already revoked") for t in qs[:60]],
-                "blocked": n == 0,
-            }
-
-        def perform(qs, data):
-            now = timezone.now()
-            with transaction.atomic():
-                tokens = list(qs.select_for_update().filter(revoked_at=None))
-                ApiToken.objects.filter(pk__in=[t.pk for t in tokens], revoked_at=None).update(revoked_at=now)
-                audit.record_many(actor_for_user(request.user), "revoke_token", tokens, note=data["note"])
-            return f"Revoked {len(tokens)} token(s)."
-
-        return confirm_action(
-            self,
-            request,
-            queryset,
-            action="revoke_tokens",
-            title="Revoke tokens",
-            preview=preview,
-            perform=perform,
-            submit="Revoke",
         )
 
 

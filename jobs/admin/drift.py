@@ -15,7 +15,9 @@ from django.utils.html import format_html, format_html_join
 from jobs import schedules
 from jobs.audit import actor_for_user
 from jobs.models import JobDefinition
+from jobs.roles import OWN
 from scheduler_project.admin.confirm import confirm_action
+from scheduler_project.admin.permissions import needs
 
 
 def code_column(job):
@@ -74,6 +76,7 @@ def _drift_words(drift):
     return "; ".join(f"{d.field}: code {json.dumps(d.code)}, portal {json.dumps(d.portal)}" for d in drift)
 
 
+@needs(OWN)  # it rewrites what the set applied: schedules as code are the owners'
 @admin.action(description="Adopt into code (accept the portal's edits; print the declarations)")
 def adopt_into_code(modeladmin, request, queryset):
     def preview(qs, data):

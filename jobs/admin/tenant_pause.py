@@ -15,10 +15,12 @@ from django.utils import timezone
 from jobs.admin.actions import _passed_over
 from jobs.audit import actor_for_user
 from jobs.models import JobDefinition, QueuePause
+from jobs.roles import OPERATE
 from runs import controls
 from runs.models import CLAIMABLE_STATES, Run
 from scheduler_project.admin.confirm import NoteForm, confirm_action
 from scheduler_project.admin.counts import capped_count
+from scheduler_project.admin.permissions import needs
 
 Status = JobDefinition.Status
 
@@ -50,6 +52,7 @@ def _held_jobs(tenants, queue):
     return jobs if queue is None else jobs.filter(queue=queue)
 
 
+@needs(OPERATE)
 @admin.action(description="Pause selected tenants (or one of their queues)")
 def pause_tenants(modeladmin, request, queryset):
     def preview(qs, data):
@@ -104,6 +107,7 @@ def _paused_so(tenants, queue):
     return [t for t in tenants if t.pk in paused]
 
 
+@needs(OPERATE)
 @admin.action(description="Resume selected tenants (or one of their queues)")
 def resume_tenants(modeladmin, request, queryset):
     now = timezone.now()

@@ -17,7 +17,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from jobs import schedules
+from jobs import roles, schedules
 from jobs.api.serializers import JobSerializer
 from jobs.models import Tenant
 from jobs.validation import NAME_RE
@@ -190,6 +190,12 @@ FLAGS = [
 
 
 class ScheduleSetView(TeamEndpoint):
+    def role_needed(self, request):
+        """Applying needs an owner; a dry run only plans, so a viewer's token may ask (a CI check of a change)."""
+        if request.method == "PUT" and request.query_params.get("dry_run") in ("1", "true"):
+            return roles.VIEW
+        return super().role_needed(request)
+
     @extend_schema(
         operation_id="schedules_put",
         summary="Apply the tenant's declared set of jobs (the whole set); answers the plan",

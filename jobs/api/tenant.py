@@ -11,6 +11,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from jobs import roles
 from jobs.models import QueuePause, Tenant
 from jobs.validation import QUEUE_RE
 from runs import controls
@@ -74,6 +75,8 @@ class TenantView(TeamEndpoint):
 
 
 class TenantPauseView(TeamEndpoint):
+    method_roles = {"POST": roles.OPERATE}
+
     @extend_schema(
         operation_id="tenant_pause",
         summary="Pause the tenant, or one of its queues: no run is claimed or created until resumed",
@@ -88,6 +91,8 @@ class TenantPauseView(TeamEndpoint):
 
 
 class TenantResumeView(TeamEndpoint):
+    method_roles = {"POST": roles.OPERATE}
+
     @extend_schema(
         operation_id="tenant_resume",
         summary="Resume the tenant, or one of its queues; what each job passed over is recorded skipped",

@@ -12,7 +12,7 @@ from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from jobs import jitter, quotas
+from jobs import jitter, quotas, roles
 from jobs.api.serializers import (
     BackfillResultSerializer,
     BackfillSerializer,
@@ -149,6 +149,8 @@ class JobView(TeamEndpoint):
 
 
 class JobPauseView(TeamEndpoint):
+    method_roles = {"POST": roles.OPERATE}
+
     @extend_schema(
         operation_id="jobs_pause",
         summary="Pause a job: no new runs, due runs wait (a paused job stays paused)",
@@ -164,6 +166,8 @@ class JobPauseView(TeamEndpoint):
 
 
 class JobResumeView(TeamEndpoint):
+    method_roles = {"POST": roles.OPERATE}
+
     @extend_schema(
         operation_id="jobs_resume",
         summary="Resume a job from its next occurrence; what was passed over is recorded skipped",
@@ -179,6 +183,8 @@ class JobResumeView(TeamEndpoint):
 
 
 class JobBackfillView(TeamEndpoint):
+    method_roles = {"POST": roles.OPERATE}
+
     @extend_schema(
         operation_id="jobs_backfill",
         summary="Run a cron job's occurrences in [start, end) again, now",

@@ -17,8 +17,9 @@ from django.utils.html import format_html
 
 from jobs import audit
 from jobs.audit import actor_for_user
+from jobs.roles import OWN
 from notify.models import Notification, SigningSecret
-from scheduler_project.admin import scoping
+from scheduler_project.admin import permissions, scoping
 from scheduler_project.admin.display import status_text, utc_seconds
 from scheduler_project.admin.filters import JobFilter, TenantFilter
 from scheduler_project.admin.pagination import CappedPaginator
@@ -83,7 +84,9 @@ def signing_secret_page(request):
         "tenant": tenant,
         "tenants": scoping.tenants(request.user),
     }
+    context["can_rotate"] = tenant is not None and permissions.allows(request, tenant.pk, OWN)
     if tenant is not None and request.method == "POST":
+        permissions.require(request, [tenant.pk], OWN, "Rotating the webhook signing secret")  # secrets: the owners'
         context["secret"] = SigningSecret.rotate(tenant, timezone.now())
         audit.record(actor_for_user(request.user), "rotate_signing_secret", tenant, tenant=tenant)
         messages.success(

@@ -21,7 +21,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import cron, schedules
+from jobs import cron, roles, schedules
 from jobs.models import JobDefinition
 from runs import canary, consumers
 from runs.admin.charts import bar_chart, line_chart
@@ -41,7 +41,7 @@ from runs.admin.stats import (
     tenants_at_a_glance,
 )
 from runs.models import TERMINAL_STATES
-from scheduler_project.admin import lateness, scoping
+from scheduler_project.admin import lateness, permissions, scoping
 from scheduler_project.admin.display import derived_state, format_ms, schedule_words, zoned
 from scheduler_project.admin.site import site
 
@@ -217,6 +217,10 @@ def job_page(request, job_id):
             chart_id="job-days",
         ),
         unserved=consumers.unserved(job.target_kind, job.queue, now, tenant_id=job.tenant_id),
+        # The buttons a role allows (the actions check again when posted: scheduler_project.admin.permissions).
+        role=permissions.role_in(request, job.tenant_id),
+        can_operate=permissions.allows(request, job.tenant_id, roles.OPERATE),
+        can_own=permissions.allows(request, job.tenant_id, roles.OWN),
         code_drift=[(d.field, json.dumps(d.code), json.dumps(d.portal)) for d in schedules.drift(job)],
     )
     return TemplateResponse(request, "portal/job.html", context)

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from jobs.audit import actor_for_user
+from jobs.roles import OPERATE
 from runs import celery_task, controls
 from runs.models import CLAIMABLE_STATES, TERMINAL_STATES, Attempt, Run
 from scheduler_project.admin import scoping
@@ -23,6 +24,7 @@ from scheduler_project.admin.counts import capped_count
 from scheduler_project.admin.display import derived_state, status_text, utc_seconds
 from scheduler_project.admin.filters import JobFilter, QueueFilter, TenantFilter
 from scheduler_project.admin.pagination import CappedPaginator
+from scheduler_project.admin.permissions import needs
 from scheduler_project.admin.scoping import TenantScopedAdmin
 from scheduler_project.admin.site import site
 
@@ -186,6 +188,7 @@ class RunAdmin(TenantScopedAdmin):
             else "—"
         )
 
+    @needs(OPERATE)
     @admin.action(description="Cancel selected runs")
     def cancel_runs(self, request, queryset):
         def preview(qs, data):

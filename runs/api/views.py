@@ -15,7 +15,7 @@ from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from jobs import audit, tokens
+from jobs import audit, roles, tokens
 from jobs.audit import actor_for_token
 from jobs.idempotency import HEADER, KeyReused
 from runs import claims, consumers, enqueue, transitions
@@ -64,6 +64,8 @@ def leased_run_or_404(request, run_id):
 
 
 class JobRunsView(TeamEndpoint):
+    method_roles = {"POST": roles.OPERATE}
+
     @extend_schema(
         operation_id="jobs_runs_list",
         summary="A job's runs, newest first",
@@ -112,6 +114,8 @@ class JobRunsView(TeamEndpoint):
 
 
 class JobTriggerView(TeamEndpoint):
+    method_roles = {"POST": roles.OPERATE}
+
     @extend_schema(
         operation_id="jobs_trigger",
         summary="Run a job now, outside its schedule",
@@ -147,6 +151,8 @@ class RunView(TeamEndpoint):
 
 
 class RunCancelView(TeamEndpoint):
+    method_roles = {"POST": roles.OPERATE}
+
     @extend_schema(
         operation_id="runs_cancel",
         summary="Cancel a run that has not finished (a running one loses its lease)",

@@ -1,19 +1,27 @@
 """The portal's one tenant-scoping helper: who sees and acts on which tenants.
 
-Staff users belong to tenants (`Tenant.members`) and see only those tenants'
-objects; superusers see every tenant. Every portal surface (admin lists,
+Staff users belong to tenants (`Tenant.members`, each with a role) and see
+only those tenants' objects; superusers see every tenant. Every portal surface (admin lists,
 detail pages and actions, dashboards, the schedule preview and heatmap, live
 updates) narrows its querysets through `scope()` and resolves a tenant from
 a request through `tenant_or_404()`, so another tenant's object is a 404,
 never a 403 that confirms it exists. `TenantScopedAdmin` is the base of
 every portal ModelAdmin and applies the same narrowing to its lists, pages,
-actions and choices.
+actions and choices, and the role checks of scheduler_project.admin.permissions
+to its actions, forms and deletes (a 403 there: the object is the user's to see).
 """
 
+import dataclasses
+import functools
+
 from django.contrib import admin
+from django.contrib.admin.options import ActionLocation
+from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
+from jobs import roles
 from jobs.models import SYSTEM_TENANT, JobDefinition, QueuePause, Tenant
+from scheduler_project.admin import permissions
 
 
 def sees_all(user):
@@ -21,7 +29,8 @@ def sees_all(user):
 
 
 def is_operator(user):
-    """May use the portal at all: an active staff user who is a superuser or belongs to a tenant."""
+    """May use the portal at all (any role, viewer included): an active staff user who is a superuser
+    or belongs to a tenant. What they may change is their role's (scheduler_project.admin.permissions)."""
     if not (user and user.is_active and user.is_staff):
         return False
     return sees_all(user) or user.tenants.exists()
@@ -110,9 +119,14 @@ def default_tenant(user):
 
 class TenantScopedAdmin(admin.ModelAdmin):
     """A ModelAdmin whose lists, detail pages, actions and choices are narrowed
-    to the request user's tenants; nothing is added or deleted unless a subclass says so."""
+    to the request user's tenants, and whose changes are allowed by role
+    (scheduler_project.admin.permissions): every member reads; an action needs
+    the role it is marked with (`@permissions.needs`), or `edit_role`; adding,
+    changing and deleting need `edit_role` in the object's tenant. Nothing is
+    added, changed or deleted unless a subclass allows it too."""
 
     tenant_field = "tenant"  # path from the model to its tenant
+    edit_role = roles.OWN  # what adding, changing and deleting (where allowed) and unmarked actions need
 
     def get_queryset(self, request):
         return scope(super().get_queryset(request), request.user, self.tenant_field, system=self._shows_system(request))
@@ -131,6 +145,17 @@ class TenantScopedAdmin(admin.ModelAdmin):
             raise Http404("No such object.")  # another tenant's object looks exactly like a missing one
         return obj
 
+    def tenant_id_of(self, obj):
+        return obj.pk if isinstance(obj, Tenant) else getattr(obj, f"{self.tenant_field}_id")
+
+    def may_edit(self, request, obj=None):
+        """`edit_role` in `obj`'s tenant; without an object, in at least one of the user's tenants."""
+        if not is_operator(request.user):
+            return False
+        if obj is None:
+            return permissions.holds_anywhere(request, self.edit_role)
+        return permissions.allows(request, self.tenant_id_of(obj), self.edit_role)
+
     def has_module_permission(self, request):
         return is_operator(request.user)
 
@@ -138,7 +163,7 @@ class TenantScopedAdmin(admin.ModelAdmin):
         return is_operator(request.user)
 
     def has_change_permission(self, request, obj=None):
-        return is_operator(request.user)
+        return self.may_edit(request, obj)
 
     def has_add_permission(self, request):
         return False
@@ -146,9 +171,50 @@ class TenantScopedAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
+    def action_role(self, func):
+        return getattr(func, "required_role", self.edit_role)
+
+    def get_actions(self, request, action_location=ActionLocation.CHANGE_LIST):
+        """The actions the user's roles allow in at least one tenant, each checked again on its rows when run."""
+        found = super().get_actions(request, action_location=action_location)
+        return {
+            name: dataclasses.replace(action, func=self._guarded(action.func))
+            for name, action in found.items()
+            if permissions.holds_anywhere(request, self.action_role(action.func))
+        }
+
+    def _guarded(self, func):
+        """`func`, refusing (403) rows of a tenant where the user's role does not allow it."""
+        needed = self.action_role(func)
+
+        @functools.wraps(func)
+        def guarded(modeladmin, request, queryset):
+            what = str(getattr(func, "short_description", func.__name__))
+            permissions.require_for(request, queryset, "" if self.model is Tenant else self.tenant_field, needed, what)
+            return func(modeladmin, request, queryset)
+
+        return guarded
+
+    def changelist_view(self, request, extra_context=None):
+        if request.method == "POST" and "action" in request.POST:
+            self._refuse_unknown_action(request)
+        return super().changelist_view(request, extra_context)
+
+    def _refuse_unknown_action(self, request):
+        """A POST naming an action the user's roles do not offer (crafted, or a page from before a demotion): 403."""
+        try:
+            name = request.POST.getlist("action")[int(request.POST.get("index", 0))]
+        except (IndexError, ValueError):
+            return  # Django answers "No action selected."
+        if name and name not in self.get_actions(request):
+            raise PermissionDenied(f"You may not run the action {name!r} here: your role does not allow it.")
+
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        """Choices among the tenants, and their jobs, where the user may edit (`edit_role`)."""
+        allowed = permissions.tenant_ids_allowing(request, self.edit_role)
         if db_field.related_model is Tenant:
-            kwargs["queryset"] = tenants(request.user)
+            kwargs["queryset"] = permissions.tenants_allowing(request, self.edit_role)
         elif db_field.related_model is JobDefinition:
-            kwargs["queryset"] = scope(JobDefinition.objects.all(), request.user)
+            jobs = scope(JobDefinition.objects.all(), request.user)
+            kwargs["queryset"] = jobs if allowed is None else jobs.filter(tenant_id__in=allowed)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)

@@ -15,7 +15,8 @@ import functools
 from django.contrib import admin
 from django.urls import path
 
-from scheduler_project.admin import docs, scoping
+from jobs import roles
+from scheduler_project.admin import docs, permissions, scoping
 
 
 class DuetimeAdminSite(admin.AdminSite):
@@ -57,8 +58,12 @@ class DuetimeAdminSite(admin.AdminSite):
     def each_context(self, request):
         context = super().each_context(request)
         context["portal_tenants"] = list(scoping.tenants(request.user).values_list("name", flat=True)[:50])
-        # Every page says which of the user's tenants (or of their queues) are paused (templates/portal/paused_banner.html).
-        context["portal_paused"] = scoping.paused_tenants(request.user) if self.has_permission(request) else []
+        # Every page says which of the user's tenants (or of their queues) are paused (templates/portal/paused_banner.html),
+        # with a Resume button where the user's role may resume.
+        paused = scoping.paused_tenants(request.user) if self.has_permission(request) else []
+        for entry in paused:
+            entry["can_resume"] = permissions.allows(request, entry["tenant"].pk, roles.OPERATE)
+        context["portal_paused"] = paused
         return context
 
 

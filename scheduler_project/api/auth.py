@@ -1,5 +1,6 @@
 """Bearer tokens over HTTP: who is calling (`BearerTokenAuthentication`) and
-whether the token's kind may call this endpoint (`TeamToken`, `WorkerToken`).
+whether the token's kind may call this endpoint (`TeamToken`, `WorkerToken`),
+and a team token's role the method (`TeamToken`: 403 `insufficient-role`).
 
 `Authorization: Bearer <secret>` is looked up by jobs.tokens. The tenant
 always comes from the token, never from the request; lookups are narrowed to
@@ -12,7 +13,7 @@ import dataclasses
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
-from jobs import tokens
+from jobs import roles, tokens
 from jobs.models import ApiToken
 from scheduler_project.api import throttles
 from scheduler_project.api.problems import Problem
@@ -72,8 +73,17 @@ class _TokenKind(permissions.BasePermission):
 
 
 class TeamToken(_TokenKind):
+    """A team token, whose role allows what the view needs for this method (`view.role_needed(request)`)."""
+
     kind = ApiToken.Kind.TEAM
     message = "This endpoint needs a team token; worker tokens only lease, heartbeat and complete."
+
+    def has_permission(self, request, view):
+        super().has_permission(request, view)
+        # Read from the token as authenticated on this request: a role changed a moment ago already counts.
+        what = f"{request.method} {request.path}"
+        roles.require(request.auth.role, view.role_needed(request), what)
+        return True
 
 
 class WorkerToken(_TokenKind):

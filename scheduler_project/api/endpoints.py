@@ -12,9 +12,10 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
 from drf_spectacular.utils import OpenApiParameter
-from rest_framework import exceptions, pagination, parsers, serializers
+from rest_framework import exceptions, pagination, parsers, permissions, serializers
 from rest_framework.views import APIView
 
+from jobs import roles
 from jobs.audit import actor_for_token
 from scheduler_project.api.auth import BearerTokenAuthentication, TeamToken, WorkerToken
 from scheduler_project.api.problems import Problem, invalid
@@ -106,7 +107,17 @@ class Endpoint(APIView):
 
 
 class TeamEndpoint(Endpoint):
+    """A team token's endpoint. Reads need the viewer role; every other method needs
+    what `method_roles` names for it, owner unless the view says less (jobs/roles.py)."""
+
     permission_classes = [TeamToken]
+    method_roles = {}  # HTTP method -> the role it needs, for methods that need less than owner
+
+    def role_needed(self, request):
+        # A method the view does not serve needs nothing: it answers 405 whatever the role.
+        if request.method in permissions.SAFE_METHODS or not hasattr(self, request.method.lower()):
+            return roles.VIEW
+        return self.method_roles.get(request.method, roles.OWN)
 
 
 class WorkerEndpoint(Endpoint):

@@ -33,6 +33,7 @@ from rest_framework.views import set_rollback
 
 from jobs.idempotency import KeyInFlight, KeyReused
 from jobs.quotas import QuotaExceeded
+from jobs.roles import InsufficientRole
 from jobs.tokens import QueueNotAllowed
 from runs.transitions import StaleLease
 
@@ -48,6 +49,7 @@ TYPES = {
     "malformed-request": (400, "Malformed request"),
     "unauthorized": (401, "Missing or invalid token"),
     "forbidden": (403, "Not allowed for this token"),
+    "insufficient-role": (403, "The token's role does not allow this"),
     "not-found": (404, "Not found"),
     "method-not-allowed": (405, "Method not allowed"),
     "not-acceptable": (406, "Not acceptable"),
@@ -92,6 +94,14 @@ def retry_after(exc):
     return {} if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
 
 
+def role_detail(exc):
+    return (
+        f"{exc.what} needs a team token with the role {exc.needed} or above; this token's role is {exc.role}. "
+        "An owner of the tenant can change a token's role in the portal (API tokens), or issue one with "
+        f"manage.py create_token --role {exc.needed}."
+    )
+
+
 def lost_lease(exc):
     return f"{exc}. The lease was lost (expired, cancelled or taken by another worker): stop working on this run."
 
@@ -103,6 +113,7 @@ DOMAIN_ERRORS = {
     KeyReused: DomainError("idempotency-key-reused"),
     KeyInFlight: DomainError("idempotency-key-in-use", headers=retry_after),
     QueueNotAllowed: DomainError("forbidden"),
+    InsufficientRole: DomainError("insufficient-role", detail=role_detail),
     StaleLease: DomainError("stale-lease", detail=lost_lease),
 }
 
@@ -253,7 +264,7 @@ class ProblemSerializer(serializers.Serializer):
 DESCRIPTIONS = {
     400: "validation-error, invalid-schedule or malformed-request",
     401: "unauthorized: no token, an unknown one or a revoked one",
-    403: "forbidden: the token's kind or queues do not allow this",
+    403: "forbidden (the token's kind or queues do not allow this) or insufficient-role (its role does not)",
     404: "not-found (also another tenant's object)",
     405: "method-not-allowed",
     406: "not-acceptable",

@@ -79,11 +79,11 @@ from jobs.models import ApiToken, Tenant
 
 acme = Tenant.objects.create(name="acme")
 alice = get_user_model().objects.create_user("alice", password="alice-pass-123", is_staff=True)
-acme.members.add(alice)
+acme.members.add(alice, through_defaults={"role": "owner"})
 portal = Client()
 portal.force_login(alice)
-_, writer = ApiToken.issue(acme, "team", name="writer")
-_, reader = ApiToken.issue(acme, "team", name="reader")
+_, writer = ApiToken.issue(acme, "team", name="writer", role="owner")
+_, reader = ApiToken.issue(acme, "team", name="reader", role="viewer")
 print(json.dumps({"session": portal.cookies["sessionid"].value, "writer": writer, "reader": reader}))
 """
 

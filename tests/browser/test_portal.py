@@ -27,8 +27,8 @@ def acme_team():
     User = get_user_model()
     alice = User.objects.create_user("alice", password="alice-pass-123", is_staff=True)
     bob = User.objects.create_user("bob", password="bob-pass-123", is_staff=True)
-    acme.members.add(alice)
-    globex.members.add(bob)
+    acme.members.add(alice, through_defaults={"role": "owner"})
+    globex.members.add(bob, through_defaults={"role": "owner"})
     return acme, globex
 
 

@@ -345,7 +345,7 @@ def test_it_does_not_let_a_tenant_member_change_its_task_modules(as_alice, acme)
     assert acme.task_prefixes == ["tests.handlers"]
 
 
-def test_it_audits_a_tenant_edit_with_the_diff_of_quotas_members_and_task_prefixes(as_carol, acme, alice, bob):
+def test_it_audits_a_tenant_edit_with_the_diff_of_quotas_and_task_prefixes(as_carol, acme, alice, bob):
     before = AuditEntry.objects.filter(action="update").count()
     form = {
         "name": "acme",
@@ -354,7 +354,7 @@ def test_it_audits_a_tenant_edit_with_the_diff_of_quotas_members_and_task_prefix
         "max_concurrent_runs": "1000",
         "enqueue_rate_per_minute": "600",
         "task_module_prefixes": acme.task_module_prefixes + "\nreports.tasks",
-        "members": [str(bob.pk)],
+        "members": [str(bob.pk)],  # not a field of the tenant's form any more: members are changed on their own page
     }
     response = as_carol.post(reverse("admin:jobs_tenant_change", args=[acme.pk]), form)
     assert response.status_code == 302, response.content.decode()[:3000]
@@ -363,8 +363,8 @@ def test_it_audits_a_tenant_edit_with_the_diff_of_quotas_members_and_task_prefix
     assert (entry.actor, entry.tenant, entry.object_type) == ("user:carol", acme, "jobs.tenant")
     assert entry.detail["max_pending_runs"] == {"before": 1_000_000, "after": 5000}
     assert entry.detail["enqueue_rate_per_minute"] == {"before": 60_000, "after": 600}
-    assert entry.detail["members"] == {"before": ["alice"], "after": ["bob"], "added": ["bob"], "removed": ["alice"]}
     assert entry.detail["task_module_prefixes"]["added"] == ["reports.tasks"]
+    assert "members" not in entry.detail and list(acme.members.all()) == [alice]
     assert "max_definitions" not in entry.detail and "name" not in entry.detail
 
 

@@ -10,6 +10,7 @@ from rest_framework.test import APIRequestFactory
 from jobs.idempotency import KeyInFlight, KeyReused
 from jobs.models import Tenant
 from jobs.quotas import QuotaExceeded
+from jobs.roles import InsufficientRole
 from jobs.tokens import QueueNotAllowed
 from runs.transitions import StaleLease
 from scheduler_project.api import problems
@@ -201,6 +202,13 @@ DOMAIN_ERRORS = [
     (KeyInFlight("invoice-42"), 409, "idempotency-key-in-use", "still being processed", "1"),
     (QueueNotAllowed(["reports"], ["payroll"]), 403, "forbidden", "queues ['reports'], not ['payroll']", None),
     (StaleLease("run 7: fencing token 41 is not the current lease"), 409, "stale-lease", "stop working on", None),
+    (
+        InsufficientRole("viewer", "operator", "POST /v1/jobs/nightly:pause"),
+        403,
+        "insufficient-role",
+        "needs a team token with the role operator or above; this token's role is viewer",
+        None,
+    ),
 ]
 
 
