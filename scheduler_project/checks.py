@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import Error, Info, Tags, register
 
 from scheduler_project.json_logs import DESTINATIONS
 
@@ -27,11 +27,14 @@ POSITIVE_KNOBS = (
     "DUETIME_DISPATCH_AHEAD",
     "DUETIME_NOTIFY_TIMEOUT_SECONDS",
     "DUETIME_NOTIFY_RETENTION_DAYS",
+    "DUETIME_LOGIN_LOCKOUT_MINUTES",
 )
 THROTTLE_KNOBS = (
     "DUETIME_AUTH_FAILURES_PER_MINUTE",
     "DUETIME_TOKEN_REQUESTS_PER_MINUTE",
     "DUETIME_NOTIFY_RATE_LIMIT_MINUTES",
+    "DUETIME_LOGIN_FAILURES_PER_USER",
+    "DUETIME_LOGIN_FAILURES_PER_ADDRESS",
 )
 
 
@@ -196,3 +199,19 @@ def _default_jitter_errors():
                 )
             )
     return errors
+
+
+@register(Tags.security, deploy=True)
+def metrics_token(app_configs, **kwargs):
+    """`check --deploy`: with DEBUG off, the web's /metrics answers only DUETIME_METRICS_TOKEN (scheduler_project/metrics.py)."""
+    if settings.DEBUG or settings.DUETIME_METRICS_TOKEN:
+        return []
+    # Info, not a warning: closed is the safe state; this only says why a scraper would find nothing.
+    return [
+        Info(
+            "DUETIME_METRICS_TOKEN is not set: with DEBUG off the web's /metrics answers 404 to every scraper.",
+            hint="Set DUETIME_METRICS_TOKEN and give Prometheus the same token as a bearer credential "
+            "(docs/operations.md, Metrics and alerts).",
+            id="duetime.I060",
+        )
+    ]

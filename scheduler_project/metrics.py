@@ -6,10 +6,10 @@ path: bounded labels), method and status. The database's gauges
 (runs.metrics.DatabaseCollector) are registered here, in the web process only,
 so each is exported once however many engine processes run.
 
-Access: with DUETIME_METRICS_TOKEN set, only `Authorization: Bearer <token>`
-is answered (others get 404, as if there were no endpoint); unset, the
-endpoint is open, for installs that scrape over a private network
-(docs/operations.md).
+Access: only `Authorization: Bearer <DUETIME_METRICS_TOKEN>` is answered;
+anything else gets 404, as if there were no endpoint (the gauges name every
+tenant). With the token unset the endpoint is closed, unless DEBUG is on (a
+development install on loopback), where it is open (docs/operations.md).
 """
 
 import hmac
@@ -37,9 +37,10 @@ def _register_database_gauges():
 
 
 def authorized(request):
+    """The request carries the metrics token; without one configured, only a DEBUG install answers."""
     token = settings.DUETIME_METRICS_TOKEN
     if not token:
-        return True
+        return settings.DEBUG
     given = request.headers.get("Authorization", "")
     return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import environ
+from django.utils.csp import CSP
 
 from scheduler_project import json_logs
 
@@ -58,6 +59,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "scheduler_project.metrics.RequestMetrics",  # first: counts every answer, redirects and errors included
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",  # SECURE_CSP below
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -124,6 +126,10 @@ if DATABASE_REPLICA_URL:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Django's ModelBackend, refusing a user name or address locked out after too many failed logins
+# (scheduler_project/admin/login.py; DUETIME_LOGIN_* below).
+AUTHENTICATION_BACKENDS = ["scheduler_project.admin.login.ThrottledModelBackend"]
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -153,6 +159,23 @@ SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=not DEBUG)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+
+# Content-Security-Policy on every answer (Django's own, django.middleware.csp): scripts and styles only from
+# the portal's own static files, no inline script, style attribute or event handler anywhere (docs/security.md,
+# Portal hardening). The live updates' WebSocket is same-origin ('self'). /v1/docs relaxes styles for Swagger UI
+# alone (scheduler_project/api/urls.py).
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF],
+    "img-src": [CSP.SELF, "data:"],
+    "font-src": [CSP.SELF],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
 
 # The log of state moves (runs/move_log.py): one JSON line per move and per refused stale completion,
 # heartbeat or take-over, to stderr (default), stdout, a file (an absolute path), or off.
@@ -239,6 +262,11 @@ DUETIME_MAX_PAYLOAD_BYTES = env.int("DUETIME_MAX_PAYLOAD_BYTES", default=256 * 1
 # API throttles (scheduler_project/api/throttles.py); 0 turns one off.
 DUETIME_AUTH_FAILURES_PER_MINUTE = env.int("DUETIME_AUTH_FAILURES_PER_MINUTE", default=20)
 DUETIME_TOKEN_REQUESTS_PER_MINUTE = env.int("DUETIME_TOKEN_REQUESTS_PER_MINUTE", default=6000)
+# The portal's login (scheduler_project/admin/login.py): this many failed logins for one user name, or from one
+# address, within DUETIME_LOGIN_LOCKOUT_MINUTES lock it out for that long; 0 turns a limit off.
+DUETIME_LOGIN_FAILURES_PER_USER = env.int("DUETIME_LOGIN_FAILURES_PER_USER", default=5)
+DUETIME_LOGIN_FAILURES_PER_ADDRESS = env.int("DUETIME_LOGIN_FAILURES_PER_ADDRESS", default=50)
+DUETIME_LOGIN_LOCKOUT_MINUTES = env.int("DUETIME_LOGIN_LOCKOUT_MINUTES", default=15)
 DUETIME_HTTP_ALLOW_PRIVATE = env.bool("DUETIME_HTTP_ALLOW_PRIVATE", default=False)
 DUETIME_IDEMPOTENCY_TTL_HOURS = env.int("DUETIME_IDEMPOTENCY_TTL_HOURS", default=24)
 # Days a finished run (with its attempts) and a resolved dead letter are kept (runs/retention.py); dead runs
@@ -247,8 +275,9 @@ DUETIME_RETENTION_DAYS = env.int("DUETIME_RETENTION_DAYS", default=30)
 DUETIME_LIVE_POLL_SECONDS = env.float("DUETIME_LIVE_POLL_SECONDS", default=1.0)
 # Metrics and the canaries (runs/metrics.py, runs/canary.py, docs/operations.md). Scheduler, worker and
 # dispatcher serve /metrics on DUETIME_METRICS_ADDR, port DUETIME_METRICS_PORT + 0, 1, 2 (0: off; their
-# --metrics-port overrides it); the web serves /metrics itself, only to bearers of DUETIME_METRICS_TOKEN when
-# it is set. A canary job per shard runs every minute on DUETIME_CANARY_QUEUE.
+# --metrics-port overrides it; DUETIME_METRICS_ADDR is loopback unless set); the web serves /metrics itself,
+# only to bearers of DUETIME_METRICS_TOKEN (unset: to nobody, or to anyone when DEBUG is on).
+# A canary job per shard runs every minute on DUETIME_CANARY_QUEUE.
 DUETIME_METRICS_PORT = env.int("DUETIME_METRICS_PORT", default=0)
 DUETIME_METRICS_ADDR = env.str("DUETIME_METRICS_ADDR", default="127.0.0.1")
 DUETIME_METRICS_TOKEN = env.str("DUETIME_METRICS_TOKEN", default="")

@@ -18,8 +18,13 @@ channels_redis (REDIS_URL): there every web process polls, and a page may hear
 the same change more than once, which its debounce absorbs.
 
 Scoping: a connection joins only the groups of its user's tenants
-(scheduler_project.admin.scoping), or the all-tenants group for superusers; a
-user whose membership changes sees it on the next connection.
+(scheduler_project.admin.scoping), or the all-tenants group for superusers,
+and every frame is checked again as it is sent: the user is read afresh, a
+tenant they left is dropped from the frame (and its group left), and a user
+who may no longer use the portal is disconnected (4403). A frame to a
+tenant's group carries only that tenant's own watermark (the highest ids of
+its own rows that moved); only superusers' frames carry the system-wide one,
+which says how busy every other tenant is.
 """
 
 import asyncio
@@ -72,35 +77,48 @@ def read_watermark():
 
 
 def changed_tenants(old, new):
-    """Tenant ids with rows between watermarks `old` and `new`; None means "every tenant"."""
+    """{tenant id: its own watermark} of the tenants with rows between watermarks `old` and `new`;
+    None means "every tenant" (too many rows to look at, or a row of no tenant).
+
+    A tenant's watermark has the Watermark's fields, each the highest id (fencing
+    token) of that tenant's rows among those that moved, 0 where none did.
+    """
+    from django.db.models import Max
+
     from dlq.models import DeadLetter
     from jobs.models import AuditEntry
     from runs.models import Attempt, Run
 
-    tenants = set()
-    sources = [
-        (Run.objects, "tenant_id", old.run, new.run),
-        (Attempt.objects, "run__tenant_id", old.attempt, new.attempt),
-        (AuditEntry.objects, "tenant_id", old.audit, new.audit),
-        (DeadLetter.objects, "tenant_id", old.dead, new.dead),
+    marks = {}
+    sources = [  # (rows, their tenant, the Watermark field they move, from, to)
+        (Run.objects, "tenant_id", "run", old.run, new.run),
+        (Attempt.objects, "run__tenant_id", "attempt", old.attempt, new.attempt),
+        (AuditEntry.objects, "tenant_id", "audit", old.audit, new.audit),
+        (DeadLetter.objects, "tenant_id", "dead", old.dead, new.dead),
         # Attempts just folded into the rollups: the finished counts of their tenants moved.
-        (Attempt.objects, "run__tenant_id", old.folded, new.folded),
+        (Attempt.objects, "run__tenant_id", "folded", old.folded, new.folded),
     ]
-    for manager, field, low, high in sources:
+    for manager, field, moved, low, high in sources:
         if high <= low:
             continue
         if high - low > MAX_SCAN:
             return None
-        values = manager.filter(id__gt=low, id__lte=high).order_by().values_list(field, flat=True).distinct()
-        for value in values:
-            if value is None:  # an audit entry of no tenant (e.g. a tenant's own change)
+        rows = manager.filter(id__gt=low, id__lte=high).order_by().values_list(field).annotate(top=Max("id"))
+        for tenant, top in rows:
+            if tenant is None:  # an audit entry of no tenant (e.g. a tenant's own change)
                 return None
-            tenants.add(value)
+            _raise(marks, tenant, moved, top)
     if new.fencing > old.fencing:
         # Claims: runs leased since. Those already finished show up as attempts.
         leased = Run.objects.filter(state="leased", fencing_token__gt=old.fencing).order_by()
-        tenants.update(leased.values_list("tenant_id", flat=True).distinct()[:MAX_SCAN])
-    return tenants
+        for tenant, top in leased.values_list("tenant_id").annotate(top=Max("fencing_token"))[:MAX_SCAN]:
+            _raise(marks, tenant, "fencing", top)
+    return {tenant: Watermark(**mark) for tenant, mark in marks.items()}
+
+
+def _raise(marks, tenant, field, value):
+    mark = marks.setdefault(tenant, dict.fromkeys(Watermark._fields, 0))
+    mark[field] = max(mark[field], value or 0)
 
 
 def groups_for(user):
@@ -111,6 +129,29 @@ def groups_for(user):
         return None
     ids = scoping.tenant_ids(user)
     return [GROUP_ALL] if ids is None else [group_for(t) for t in sorted(ids)]
+
+
+def current_groups(user):
+    """`groups_for` the user as the database has them now (None too when the user is gone)."""
+    from django.contrib.auth import get_user_model
+
+    fresh = get_user_model().objects.filter(pk=user.pk).first()
+    return None if fresh is None else groups_for(fresh)
+
+
+def scoped_frame(event, groups):
+    """The frame `event` becomes for a connection in `groups`, or None when none of its tenants is the user's.
+
+    A superuser's connection gets it whole; any other only its own tenants, and the watermark only when the
+    event was sent to a tenant's group (whose watermark is that tenant's own), never the system-wide one.
+    """
+    if GROUP_ALL in groups:
+        return {"type": "changed", "tenants": event["tenants"], "mark": event["mark"]}
+    tenants = [t for t in event["tenants"] if group_for(t) in groups]
+    if not tenants:
+        return None
+    mark = event["mark"] if event.get("scope") == "tenant" else None
+    return {"type": "changed", "tenants": tenants, "mark": mark}
 
 
 class Poller:
@@ -153,14 +194,18 @@ class Poller:
 
 
 async def announce(layer, tenants, mark):
-    """Send `runs.changed` to each changed tenant's group (None: to every tenant) and to superusers."""
+    """Send `runs.changed` to each changed tenant's group with its own watermark (`tenants`: {id: watermark};
+    None: every tenant, with none) and to superusers with the system-wide `mark`."""
     if tenants is None:
         from jobs.models import Tenant
 
-        tenants = set(await database_sync_to_async(lambda: list(Tenant.objects.values_list("pk", flat=True)))())
-    for tenant in sorted(tenants):
-        await layer.group_send(group_for(tenant), {"type": "runs.changed", "tenants": [tenant], "mark": list(mark)})
-    await layer.group_send(GROUP_ALL, {"type": "runs.changed", "tenants": sorted(tenants), "mark": list(mark)})
+        every = await database_sync_to_async(lambda: list(Tenant.objects.values_list("pk", flat=True)))()
+        tenants = dict.fromkeys(every)
+    for tenant, own in sorted(tenants.items()):
+        event = {"type": "runs.changed", "scope": "tenant", "tenants": [tenant], "mark": own and list(own)}
+        await layer.group_send(group_for(tenant), event)
+    event = {"type": "runs.changed", "scope": "all", "tenants": sorted(tenants), "mark": list(mark)}
+    await layer.group_send(GROUP_ALL, event)
 
 
 poller = Poller()
@@ -191,7 +236,23 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             poller.unsubscribe()
 
     async def runs_changed(self, event):
-        await self.send_json({"type": "changed", "tenants": event["tenants"], "mark": event["mark"]})
+        """Checked as it is sent: the user's tenants now, not when the page connected."""
+        groups = await database_sync_to_async(current_groups)(self.scope["user"])
+        if groups is None:
+            await self.close(code=4403)
+            return
+        await self._rejoin(groups)
+        frame = scoped_frame(event, groups)
+        if frame is not None:
+            await self.send_json(frame)
+
+    async def _rejoin(self, groups):
+        """Leave the groups of tenants the user left; join those of tenants they joined."""
+        for group in set(self.joined) - set(groups):
+            await self.channel_layer.group_discard(group, self.channel_name)
+        for group in set(groups) - set(self.joined):
+            await self.channel_layer.group_add(group, self.channel_name)
+        self.joined = groups
 
 
 websocket_urlpatterns = [path("ws/live/", LiveConsumer.as_asgi())]

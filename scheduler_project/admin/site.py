@@ -16,10 +16,11 @@ from django.contrib import admin
 from django.urls import path
 
 from jobs import roles
-from scheduler_project.admin import docs, permissions, scoping
+from scheduler_project.admin import docs, login, permissions, scoping
 
 
 class DuetimeAdminSite(admin.AdminSite):
+    login_form = login.ThrottledLoginForm  # failed logins counted per user name and address (login.py)
     site_header = "Duetime"
     site_title = "Duetime"
     enable_nav_sidebar = False  # the header's portal nav links every page; the sidebar cost 280 px of list width

@@ -47,7 +47,11 @@ def value(samples, name, **labels):
     return samples.get((name, tuple(sorted(labels.items()))), 0)
 
 
-def test_the_engine_processes_serve_metrics_that_move_as_runs_flow(acme, make_job, make_run, as_alice, client):
+def test_the_engine_processes_serve_metrics_that_move_as_runs_flow(
+    acme, make_job, make_run, as_alice, client, settings
+):
+    settings.DUETIME_METRICS_TOKEN = "scrape-secret"  # the web's /metrics answers only its bearer (DEBUG is off)
+    scraper = {"Authorization": "Bearer scrape-secret"}
     job = make_job(acme, "billing.close")
     enqueue.enqueue(job)
     enqueue.enqueue(job)
@@ -90,14 +94,14 @@ def test_the_engine_processes_serve_metrics_that_move_as_runs_flow(acme, make_jo
         # The scheduler has exited: the dead-man state shows at once, in the web's metrics and the portal.
         web = {
             (s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(client.get("/metrics").content.decode())
+            for family in text_string_to_metric_families(client.get("/metrics", headers=scraper).content.decode())
             for s in family.samples
         }
         assert value(web, "duetime_scheduler_nodes_alive") == 0
         assert value(web, "duetime_dead_letters_open", tenant="acme") == 1
         page = as_alice.get("/admin/dashboard/?tenant=acme")
         assert "No scheduler has materialised for" in page.content.decode()
-        served = list(text_string_to_metric_families(client.get("/metrics").content.decode()))
+        served = list(text_string_to_metric_families(client.get("/metrics", headers=scraper).content.decode()))
         requests = {s.labels["status"] for f in served if f.name == "duetime_http_requests" for s in f.samples}
         assert "200" in requests  # the web's own request counter, beside the database gauges
 

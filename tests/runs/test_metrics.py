@@ -4,6 +4,9 @@ Counters are process-wide, so each test reads them before and after (`Delta`).
 """
 
 import datetime as dt
+import logging
+import socket
+import urllib.request
 from collections import Counter as Tally
 
 import pytest
@@ -260,3 +263,45 @@ def series_per_metric(now):
         for s in family.samples
     )
     return dict(Tally(name for name, _ in series))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def other_address():
+    """An address of this machine that is not loopback, or None (a machine with loopback only)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outgoing interface
+            address = s.getsockname()[0]
+        except OSError:
+            return None
+    return None if address.startswith("127.") else address
+
+
+def answers(address, port):
+    try:
+        with urllib.request.urlopen(f"http://{address}:{port}/metrics", timeout=5) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("addr", [None, "0.0.0.0"], ids=["default", "configured"])
+def test_it_serves_the_engine_metrics_on_loopback_unless_told_otherwise(settings, addr):
+    if addr is not None:
+        settings.DUETIME_METRICS_ADDR = addr
+    port = free_port()
+    server = metrics.serve(port, logging.getLogger("test"))
+    try:
+        assert server.server_address[0] == (addr or "127.0.0.1")
+        assert answers("127.0.0.1", port)
+        outside = other_address()
+        if outside is not None:  # the machine's own network address reaches it only when configured so
+            assert answers(outside, port) == (addr == "0.0.0.0")
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -8,8 +8,9 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.db import connections
-from django.test import override_settings
+from django.test import Client, override_settings
 
+from jobs import members
 from runs import rollups
 from runs.admin import live
 from tests.waiting import wait_until_async
@@ -51,7 +52,7 @@ def test_it_moves_the_watermark_when_another_process_writes(acme, make_job, make
     make_run(job)
     after = live.read_watermark()
     assert after.run > before.run
-    assert live.changed_tenants(before, after) == {acme.pk}
+    assert live.changed_tenants(before, after).keys() == {acme.pk}
 
 
 def test_it_names_the_tenants_of_new_attempts_claims_and_dead_letters(
@@ -60,7 +61,7 @@ def test_it_names_the_tenants_of_new_attempts_claims_and_dead_letters(
     run = make_run(make_job(acme, "a.job"))
     mark = live.read_watermark()
     make_dead(make_job(globex, "g.job"), clock.now)
-    assert live.changed_tenants(mark, live.read_watermark()) == {globex.pk}
+    assert live.changed_tenants(mark, live.read_watermark()).keys() == {globex.pk}
     assert run.tenant_id == acme.pk
 
 
@@ -78,7 +79,7 @@ def test_it_announces_a_tenant_again_when_its_attempts_reach_the_dashboard_count
 
     folded = live.read_watermark()
     assert folded.folded > attempt_written.folded
-    assert live.changed_tenants(attempt_written, folded) == {acme.pk}
+    assert live.changed_tenants(attempt_written, folded).keys() == {acme.pk}
 
 
 def test_it_refuses_anonymous_and_tenantless_connections(db, django_user_model):
@@ -162,5 +163,94 @@ def test_it_works_over_the_redis_channel_layer(client, alice, acme, make_job, ma
             assert message["tenants"] == [acme.pk]
             await closed(communicator)
         channel_layers.backends.clear()
+
+    asyncio.run(story())
+
+
+def test_it_gives_each_tenant_only_the_watermark_of_its_own_rows(acme, globex, make_job, make_run, clock):
+    before = live.read_watermark()
+    ours = make_run(make_job(acme, "a.job"), due_at=clock.ahead(minutes=1))
+    busy = make_job(globex, "g.job")
+    theirs = [make_run(busy, due_at=clock.ahead(minutes=m)) for m in (1, 2, 3)]
+
+    marks = live.changed_tenants(before, live.read_watermark())
+
+    assert marks[acme.pk].run == ours.pk
+    assert marks[globex.pk].run == theirs[-1].pk > ours.pk
+    assert marks[acme.pk].attempt == marks[acme.pk].dead == 0  # nothing of those moved for acme
+
+
+def test_it_sends_alice_acmes_own_watermark_and_carol_the_system_wide_one(
+    client, alice, carol, acme, globex, make_job, make_run, clock
+):
+    """How busy globex is (its run ids climbing) is not Alice's to see; the superuser sees everything."""
+    ours, theirs = make_job(acme, "a.job"), make_job(globex, "g.job")
+    alice_headers = cookie_for(client, alice)
+    carol_headers = cookie_for(Client(), carol)  # a browser of her own: a second login on one client ends the first
+
+    async def story():
+        alices, alice_in, _ = await connect(alice_headers)
+        carols, carol_in, _ = await connect(carol_headers)
+        assert alice_in and carol_in
+        await wait_until_async(poller_ready, message="the poller's baseline")
+        await live.poller.poll_once(get_channel_layer())
+        own = await db(lambda: make_run(ours, due_at=clock.ahead(minutes=1)))
+        busy = await db(lambda: [make_run(theirs, due_at=clock.ahead(minutes=m)) for m in range(1, 6)])
+        await live.poller.poll_once(get_channel_layer())
+
+        frame = await alices.receive_json_from(timeout=30)
+        assert frame["tenants"] == [acme.pk]
+        assert frame["mark"][0] == own.pk  # the run watermark: acme's own newest run
+        assert all(value < busy[0].pk or value == 0 for value in frame["mark"]), frame["mark"]
+        assert await alices.receive_nothing(timeout=0.3)
+        everything = await carols.receive_json_from(timeout=30)
+        assert set(everything["tenants"]) == {acme.pk, globex.pk} and everything["mark"][0] == busy[-1].pk
+        await closed(alices)
+        await closed(carols)
+
+    asyncio.run(story())
+
+
+def test_it_stops_telling_a_member_about_a_tenant_they_left_while_connected(
+    client, alice, acme, globex, make_job, make_run, clock
+):
+    """Checked when sent, not when the page connected: Alice leaves globex, then hears only of acme."""
+    members.grant(globex, alice, "viewer", actor="test")
+    ours, theirs = make_job(acme, "a.job"), make_job(globex, "g.job")
+    headers = cookie_for(client, alice)
+
+    async def story():
+        communicator, connected, _ = await connect(headers)
+        assert connected
+        await wait_until_async(poller_ready, message="the poller's baseline")
+        await live.poller.poll_once(get_channel_layer())
+        await db(lambda: members.remove(globex, alice, actor="test"))
+        await db(lambda: make_run(theirs, due_at=clock.ahead(minutes=1)))
+        await live.poller.poll_once(get_channel_layer())
+        assert await communicator.receive_nothing(timeout=0.5)
+        await db(lambda: make_run(ours, due_at=clock.ahead(minutes=1)))
+        await live.poller.poll_once(get_channel_layer())
+        frame = await communicator.receive_json_from(timeout=30)
+        assert frame["tenants"] == [acme.pk]
+        await closed(communicator)
+
+    asyncio.run(story())
+
+
+def test_it_disconnects_a_user_who_may_no_longer_use_the_portal(client, alice, acme, make_job, make_run, clock):
+    job = make_job(acme, "a.job")
+    headers = cookie_for(client, alice)
+
+    async def story():
+        communicator, connected, _ = await connect(headers)
+        assert connected
+        await wait_until_async(poller_ready, message="the poller's baseline")
+        await live.poller.poll_once(get_channel_layer())
+        await db(lambda: type(alice).objects.filter(pk=alice.pk).update(is_active=False))
+        await db(lambda: make_run(job, due_at=clock.ahead(minutes=1)))
+        await live.poller.poll_once(get_channel_layer())
+        output = await communicator.receive_output(timeout=30)
+        assert output == {"type": "websocket.close", "code": 4403}
+        await closed(communicator)
 
     asyncio.run(story())
