@@ -206,8 +206,14 @@ class TenantScopedAdmin(admin.ModelAdmin):
             name = request.POST.getlist("action")[int(request.POST.get("index", 0))]
         except (IndexError, ValueError):
             return  # Django answers "No action selected."
-        if name and name not in self.get_actions(request):
-            raise PermissionDenied(f"You may not run the action {name!r} here: your role does not allow it.")
+        if not name or name in self.get_actions(request):
+            return
+        declared = [a for a in self.actions or [] if a == name or getattr(a, "__name__", None) == name]
+        found = self.get_action(declared[0] if declared else name)
+        if found is not None and not permissions.holds_anywhere(request, needed := self.action_role(found.func)):
+            what = str(getattr(found.func, "short_description", name)).replace("%(verbose_name_plural)s", "items")
+            raise PermissionDenied(f"{what} needs the role {needed} or above; you have it in none of your tenants.")
+        raise PermissionDenied(f"There is no action {name!r} you may run here.")
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         """Choices among the tenants, and their jobs, where the user may edit (`edit_role`)."""

@@ -84,3 +84,38 @@ def test_it_refuses_a_lease_on_queues_the_token_does_not_list(acme_worker_token)
         tokens.leasable_queues(token, ["payroll"])
 
     assert (refused.value.allowed, refused.value.wanted) == (["default", "reports"], ["payroll"])
+
+
+def test_a_team_token_is_an_operator_unless_told_and_a_worker_token_has_no_role(acme):
+    team, _ = ApiToken.issue(acme, "team")
+    owner, _ = ApiToken.issue(acme, "team", role="owner")
+    worker, _ = ApiToken.issue(acme, "worker", queues=["default"], role="owner")
+
+    assert (team.role, owner.role, worker.role) == ("operator", "owner", "")
+
+
+def test_the_database_refuses_a_worker_token_with_a_role_and_a_team_token_without(acme):
+    from django.db import IntegrityError, transaction
+
+    token, _ = ApiToken.issue(acme, "worker", queues=["default"])
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ApiToken.objects.filter(pk=token.pk).update(role="owner")
+    team, _ = ApiToken.issue(acme, "team")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ApiToken.objects.filter(pk=team.pk).update(role="")
+
+
+def test_it_changes_the_role_of_team_tokens_only_and_audits_each(acme, acme_worker_token):
+    from jobs.models import AuditEntry
+
+    ci, _ = ApiToken.issue(acme, "team", name="ci")
+    deploy, _ = ApiToken.issue(acme, "team", name="deploy", role="owner")
+    worker, _ = acme_worker_token
+
+    changed = tokens.change_role(ApiToken.objects.all(), "owner", actor="user:alice", note="ci applies schedules")
+
+    assert [t.pk for t in changed] == [ci.pk]
+    assert dict(ApiToken.objects.values_list("name", "role")) == {"ci": "owner", "deploy": "owner", "renderer": ""}
+    entry = AuditEntry.objects.get(action="change_role")
+    assert (entry.object_id, entry.tenant, entry.note) == (str(ci.pk), acme, "ci applies schedules")
+    assert entry.detail == {"role": {"before": "operator", "after": "owner"}}

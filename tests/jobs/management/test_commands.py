@@ -95,3 +95,19 @@ def test_it_names_the_file_job_and_field_of_each_problem_and_writes_nothing(acme
     assert not JobDefinition.objects.exists()
     with pytest.raises(CommandError, match="no tenant named 'initech'"):
         run("apply_schedules", "--tenant", "initech", str(path))
+
+
+def test_it_issues_a_team_token_as_an_operator_unless_given_a_role(acme):
+    assert "with the role operator" in run("create_token", "--tenant", "acme", "--kind", "team", "--name", "ops")
+    assert "with the role owner" in run(
+        "create_token", "--tenant", "acme", "--kind", "team", "--name", "ci", "--role", "owner"
+    )
+    assert dict(ApiToken.objects.values_list("name", "role")) == {"ops": "operator", "ci": "owner"}
+
+
+def test_it_refuses_a_role_for_a_worker_token_and_a_role_that_is_not_one(acme):
+    with pytest.raises(CommandError, match="--role is for team tokens"):
+        run("create_token", "--tenant", "acme", "--kind", "worker", "--queues", "default", "--role", "owner")
+    with pytest.raises(CommandError, match="invalid choice: 'admin'"):
+        run("create_token", "--tenant", "acme", "--kind", "team", "--role", "admin")
+    assert not ApiToken.objects.exists()
