@@ -15,7 +15,7 @@ from django.core.exceptions import PermissionDenied
 
 from jobs import members, roles
 from jobs.choices import Role
-from jobs.models import Tenant
+from jobs.models import SYSTEM_TENANT, Tenant
 
 _CACHE = "_duetime_roles"
 
@@ -54,9 +54,12 @@ def tenant_ids_allowing(request, needed):
 
 
 def tenants_allowing(request, needed):
-    """The user's tenants whose role allows `needed`, as a queryset (for a form's tenant choices)."""
+    """The user's tenants whose role allows `needed`, as a queryset (for a form's tenant choices).
+
+    A superuser's are every tenant but the system one (the canaries), as in every portal list.
+    """
     ids = tenant_ids_allowing(request, needed)
-    return Tenant.objects.all() if ids is None else Tenant.objects.filter(pk__in=ids)
+    return Tenant.objects.exclude(name=SYSTEM_TENANT) if ids is None else Tenant.objects.filter(pk__in=ids)
 
 
 def require(request, tenant_ids, needed, what):

@@ -13,8 +13,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from scheduler_project.api.problems import not_found
 
 # Swagger UI's page: its start-up script is a file of its own (the split view), so scripts stay 'self'
-# only; its stylesheet sets inline styles, which this one page allows.
-DOCS_CSP = {**settings.SECURE_CSP, "style-src": [CSP.SELF, CSP.UNSAFE_INLINE]}
+# only; its stylesheet sets inline styles and its icons are data: images, which this one page allows.
+DOCS_CSP = {**settings.SECURE_CSP, "style-src": [CSP.SELF, CSP.UNSAFE_INLINE], "img-src": [CSP.SELF, "data:"]}
 
 urlpatterns = [
     path("", include("jobs.api.urls")),

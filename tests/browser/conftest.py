@@ -4,6 +4,9 @@ Chromium (/usr/bin/chromium; Playwright's own browser download is not used).
 
 Each page a test visits is saved as a screenshot under
 test-artifacts/screenshots/ (git-ignored), so a person can see what it saw.
+Every visitor's browser console is watched for Content-Security-Policy
+violations (an inline script, style or handler the policy blocked, a
+connection it refused): a test that met one fails.
 """
 
 import os
@@ -191,11 +194,18 @@ def _restore_content_type_ids():
     ContentType.objects.clear_cache()
 
 
+def watch_csp(page, found):
+    """Append to `found` every Content-Security-Policy violation the browser reports on `page`."""
+    page.on("console", lambda message: "Content Security Policy" in message.text and found.append(message.text))
+
+
 class Visitor:
-    """One browser session of one person; `shot()` saves what they see."""
+    """One browser session of one person; `shot()` saves what they see; `csp` the policy violations it met."""
 
     def __init__(self, page, base, test_name):
         self.page, self.base, self.test_name, self.shots = page, base, test_name, 0
+        self.csp = []
+        watch_csp(page, self.csp)
 
     def go(self, path):
         self.page.goto(self.base + path)
@@ -219,12 +229,13 @@ class Visitor:
 
 @pytest.fixture
 def visit(browser, portal, request):
-    contexts = []
+    contexts, visitors = [], []
 
     def open_as(username, password):
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         contexts.append(context)
         visitor = Visitor(context.new_page(), portal, f"{request.node.name}-{username}")
+        visitors.append(visitor)
         visitor.page.set_default_timeout(15_000)
         visitor.log_in(username, password)
         return visitor
@@ -232,3 +243,5 @@ def visit(browser, portal, request):
     yield open_as
     for context in contexts:
         context.close()
+    violations = [text for visitor in visitors for text in visitor.csp]
+    assert not violations, "Content-Security-Policy violations:\n" + "\n".join(violations)

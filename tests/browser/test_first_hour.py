@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.conf import settings
 
-from tests.browser.conftest import ARGS, CHROMIUM, OVERFLOW, SHOTS, free_port
+from tests.browser.conftest import ARGS, CHROMIUM, OVERFLOW, SHOTS, free_port, watch_csp
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.browser
@@ -151,6 +151,8 @@ def offline_page(portal_url):
 
             context.route("**/*", local_only)
             page = context.new_page()
+            page.csp = []
+            watch_csp(page, page.csp)  # Content-Security-Policy violations the browser reports
             page.set_default_timeout(15_000)
             page.goto(url)
             page.get_by_label("Username").fill(username)
@@ -189,6 +191,8 @@ def test_every_portal_page_answers_and_fits_at_1280_px(offline_page, portal_url)
             problems[name] = f"HTTP {response.status}"
         elif overflow := page.evaluate(OVERFLOW):
             problems[name] = overflow
+        if page.csp:
+            problems[f"{name} (Content-Security-Policy)"], page.csp[:] = list(page.csp), []
     assert not problems, "\n".join(f"{name}: {found}" for name, found in problems.items())
 
 
@@ -216,6 +220,7 @@ def test_the_api_docs_render_without_the_internet(offline_page, portal_url):
     shot(page, "api-docs")
     assert page.locator(".swagger-ui .opblock").count() > 0
     assert not [url for url in page.blocked if "/v1/" in url or "swagger" in url], page.blocked
+    assert not page.csp, page.csp
 
 
 def test_each_management_command_the_readme_names_works_after_bin_run(first_run, portal_url):

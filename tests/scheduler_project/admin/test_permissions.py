@@ -17,10 +17,8 @@ from dlq.models import DeadLetter
 from jobs import members
 from jobs.models import ApiToken, AuditEntry, JobDefinition, Membership, QueuePause
 from notify.models import SigningSecret
-from runs.apply import apply_set
 from runs.models import Run
-from tests.fixtures.portal import confirm
-from tests.fixtures.schedules import nightly_export, specs
+from tests.fixtures.portal import confirm, portal_pages
 from tests.scheduler_project.admin.test_scoping import job_form
 
 ROLES = ["viewer", "operator", "owner"]
@@ -31,35 +29,6 @@ JOBS = reverse("admin:jobs_jobdefinition_changelist")
 @pytest.fixture
 def dave(db, django_user_model):
     return django_user_model.objects.create_user("dave", password="dave-pass-123", is_staff=True)
-
-
-@pytest.fixture
-def story(acme, make_job, make_run, make_dead, clock, django_user_model):
-    """acme with a job of every kind of door: active, paused, declared in code (drifted), a waiting run,
-    two dead letters, a paused queue, a team token, a window, a calendar, a member to remove."""
-    nightly = make_job(acme, "billing.nightly", cron_expr="0 2 * * *", time_zone="Europe/Berlin")
-    paused = make_job(acme, "billing.paused", status="paused")
-    apply_set(acme, specs(billing_export=nightly_export()), source="billing", actor="cli:ops")
-    JobDefinition.objects.filter(name="billing.export").update(queue="exports")  # a portal edit: drift
-    run = make_run(nightly, due_at=clock.ahead(days=1))
-    letters = [make_dead(make_job(acme, f"billing.dies-{i}"), clock.ago(hours=1)) for i in (1, 2)]
-    QueuePause.objects.create(tenant=acme, queue="reports", paused_at=clock.now)
-    token, _ = ApiToken.issue(acme, "team", name="ci")
-    window = Window.objects.create(
-        tenant=acme, name="db upgrade", kind="one_off", starts_at=clock.ahead(days=3), ends_at=clock.ahead(days=4)
-    )
-    erin = django_user_model.objects.create_user("erin", password="erin-pass-123", is_staff=True)
-    members.grant(acme, erin, "viewer", actor="test")
-    return {
-        "nightly": nightly,
-        "paused": paused,
-        "export": JobDefinition.objects.get(name="billing.export"),
-        "run": run,
-        "letters": letters,
-        "token": token,
-        "window": window,
-        "erin": Membership.objects.get(user=erin),
-    }
 
 
 def state(tenant):
@@ -303,43 +272,13 @@ def posting_buttons(page):
     return [b for body in posting for b in re.findall(r'<button[^>]*>|<input[^>]*type="submit"[^>]*>', body)]
 
 
-# Every page a viewer reads (GET), none with a way to change anything.
-def pages(story):
-    job, run, letter = story["nightly"], story["run"], story["letters"][0]
-    return [
-        reverse("admin:index"),
-        reverse("admin:portal_overview") + "?tenant=acme",
-        reverse("admin:portal_tenants"),
-        reverse("admin:portal_lateness") + "?tenant=acme",
-        reverse("admin:portal_heatmap") + "?tenant=acme",
-        reverse("admin:portal_job", args=[job.pk]),
-        reverse("admin:portal_job_ledger", args=[job.pk]),
-        reverse("admin:portal_signing_secret") + "?tenant=acme",
-        JOBS,
-        reverse("admin:jobs_jobdefinition_change", args=[job.pk]),
-        reverse("admin:runs_run_changelist"),
-        reverse("admin:runs_run_change", args=[run.pk]),
-        reverse("admin:dlq_deadletter_changelist"),
-        reverse("admin:dlq_deadletter_change", args=[letter.pk]),
-        reverse("admin:jobs_tenant_changelist"),
-        reverse("admin:jobs_apitoken_changelist"),
-        reverse("admin:jobs_membership_changelist"),
-        reverse("admin:jobs_membership_change", args=[story["erin"].pk]),
-        reverse("admin:jobs_auditentry_changelist"),
-        reverse("admin:calendars_window_changelist"),
-        reverse("admin:calendars_window_change", args=[story["window"].pk]),
-        reverse("admin:calendars_calendar_changelist"),
-        reverse("admin:notify_notification_changelist"),
-    ]
-
-
 def test_a_viewer_reads_every_page_and_finds_no_way_to_change_anything(client, acme, dave, story):
     members.grant(acme, dave, "viewer", actor="test")
     QueuePause.objects.filter(tenant=acme).delete()
     type(acme).objects.filter(pk=acme.pk).update(paused_at=story["run"].due_at)  # the banner, without its button
     client.force_login(dave)
 
-    for url in pages(story):
+    for url in portal_pages(story):
         response = client.get(url)
         page = response.content.decode()
         assert response.status_code == 200, url
