@@ -16,6 +16,7 @@ import functools
 
 from django.contrib import admin
 from django.contrib.admin.options import ActionLocation
+from django.contrib.admin.utils import model_format_dict
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
@@ -174,6 +175,11 @@ class TenantScopedAdmin(admin.ModelAdmin):
     def action_role(self, func):
         return getattr(func, "required_role", self.edit_role)
 
+    def action_words(self, func):
+        """The action's description, as its menu shows it ("Delete selected windows")."""
+        words = str(getattr(func, "short_description", func.__name__.replace("_", " ")))
+        return words % model_format_dict(self.opts) if "%(" in words else words
+
     def get_actions(self, request, action_location=ActionLocation.CHANGE_LIST):
         """The actions the user's roles allow in at least one tenant, each checked again on its rows when run."""
         found = super().get_actions(request, action_location=action_location)
@@ -189,7 +195,7 @@ class TenantScopedAdmin(admin.ModelAdmin):
 
         @functools.wraps(func)
         def guarded(modeladmin, request, queryset):
-            what = str(getattr(func, "short_description", func.__name__))
+            what = self.action_words(func)
             permissions.require_for(request, queryset, "" if self.model is Tenant else self.tenant_field, needed, what)
             return func(modeladmin, request, queryset)
 
@@ -211,7 +217,7 @@ class TenantScopedAdmin(admin.ModelAdmin):
         declared = [a for a in self.actions or [] if a == name or getattr(a, "__name__", None) == name]
         found = self.get_action(declared[0] if declared else name)
         if found is not None and not permissions.holds_anywhere(request, needed := self.action_role(found.func)):
-            what = str(getattr(found.func, "short_description", name)).replace("%(verbose_name_plural)s", "items")
+            what = self.action_words(found.func)
             raise PermissionDenied(f"{what} needs the role {needed} or above; you have it in none of your tenants.")
         raise PermissionDenied(f"There is no action {name!r} you may run here.")
 

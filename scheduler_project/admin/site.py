@@ -58,7 +58,11 @@ class DuetimeAdminSite(admin.AdminSite):
 
     def each_context(self, request):
         context = super().each_context(request)
-        context["portal_tenants"] = list(scoping.tenants(request.user).values_list("name", flat=True)[:50])
+        mine = list(scoping.tenants(request.user).values_list("pk", "name")[:50])
+        context["portal_tenants"] = [name for _, name in mine]
+        # "acme (owner)": what the user may do where (a superuser's tenants carry no role: they may do everything).
+        held = permissions.roles_of(request) if self.has_permission(request) else {}
+        context["portal_tenant_roles"] = [f"{name} ({held[pk]})" if held else name for pk, name in mine]
         # Every page says which of the user's tenants (or of their queues) are paused (templates/portal/paused_banner.html),
         # with a Resume button where the user's role may resume.
         paused = scoping.paused_tenants(request.user) if self.has_permission(request) else []

@@ -285,6 +285,7 @@ def test_a_viewer_reads_every_page_and_finds_no_way_to_change_anything(client, a
         assert 'name="action"' not in page, f"an action menu or button on {url}"
         assert 'name="_save"' not in page and 'class="addlink"' not in page, f"a save or add on {url}"
         assert not posting_buttons(page), f"a button that posts on {url}: {posting_buttons(page)}"
+    assert "Your tenants and roles: acme (viewer)." in client.get(reverse("admin:index")).content.decode()
 
 
 def test_an_operator_is_offered_the_operations_but_not_the_owners_actions(client, acme, dave, story):
