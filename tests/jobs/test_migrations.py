@@ -5,8 +5,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-BEFORE = [("jobs", "0006_paused_tenants_index")]
-AFTER = [("jobs", "0007_membership_roles_and_token_roles")]
+BEFORE = [("jobs", "0007_tenant_private_networks")]
+AFTER = [("jobs", "0008_membership_roles_and_token_roles")]
 
 
 def migrate(targets):
