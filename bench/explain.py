@@ -30,6 +30,7 @@ def run(options):
         cursor.execute("SELECT count(*) FROM runs_run")
         total = cursor.fetchone()[0]
         params = {"queues": [job.queue], "tenant": None, "kinds": None, "now": None, "n": options["batch"]}
+        params.update(only_tenants=None, except_tenants=[])
         params.update(lock_timeout=claims.CLAIM_LOCK_TIMEOUT, idle_timeout=claims.CLAIM_IDLE_TIMEOUT)
         _explain(cursor, "lock_ready_tenants", params, timings)
         _explain(

@@ -46,6 +46,7 @@ PRIORITY_SHARES = (0.70, 0.25, 0.05)  # critical, default, bulk
 CLAIM_LOCK_TIMEOUT = "500ms"
 CLAIM_IDLE_TIMEOUT = "5s"
 LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's error code for a lock_timeout
+EVERY_TENANT = {"only_tenants": None, "except_tenants": []}  # no dedicated pool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,11 +178,25 @@ def _gate(c, tenant_used, job_used, started_jobs):
     return "lease"
 
 
-def claim(queues, n, worker_id, *, lease_seconds=None, tenant_id=None, kinds=None, shares=None, now=None):
+def claim(
+    queues,
+    n,
+    worker_id,
+    *,
+    lease_seconds=None,
+    tenant_id=None,
+    kinds=None,
+    only_tenants=None,
+    except_tenants=(),
+    shares=None,
+    now=None,
+):
     """Lease up to `n` due runs of `queues` to `worker_id`; returns [transitions.Lease].
 
     `tenant_id` restricts the claim to one tenant (worker tokens); `kinds` to
-    jobs of those target kinds (None: every kind). `shares` carries the
+    jobs of those target kinds (None: every kind). `only_tenants` (ids; None:
+    every tenant) and `except_tenants` are a dedicated pool's tenants
+    (run_worker --tenants / --exclude-tenants). `shares` carries the
     priority split between claims; by default this process keeps one per
     (queues, tenant, kinds), so the 70/25/5 split holds across its claims.
     `now` is for tests; production uses the database clock. A crash before
@@ -191,8 +206,18 @@ def claim(queues, n, worker_id, *, lease_seconds=None, tenant_id=None, kinds=Non
     if not queues or n <= 0:
         return []
     kinds = sorted(kinds) if kinds is not None else None
-    shares = shares or shares_for(queues, tenant_id, kinds)
-    params = {"queues": list(queues), "tenant": tenant_id, "kinds": kinds, "now": now, "n": n}
+    only_tenants = sorted(only_tenants) if only_tenants is not None else None
+    except_tenants = sorted(except_tenants)
+    shares = shares or shares_for(queues, tenant_id, kinds, only_tenants, except_tenants)
+    params = {
+        "queues": list(queues),
+        "tenant": tenant_id,
+        "kinds": kinds,
+        "only_tenants": only_tenants,
+        "except_tenants": except_tenants,
+        "now": now,
+        "n": n,
+    }
     # No savepoint when nested (the worker completes and claims in one
     # transaction): a failure aborts the whole tick, which is what it wants.
     with transaction.atomic(savepoint=False):
@@ -217,9 +242,10 @@ _shares = {}
 _shares_lock = threading.Lock()
 
 
-def shares_for(queues, tenant_id=None, kinds=None):
-    """This process's PriorityShares for one kind of claim (a worker's queues, a worker token's tenant)."""
-    key = (tuple(sorted(queues)), tenant_id, tuple(kinds) if kinds is not None else None)
+def shares_for(queues, tenant_id=None, kinds=None, only_tenants=None, except_tenants=()):
+    """This process's PriorityShares for one kind of claim (a worker's queues and tenants, a worker token's tenant)."""
+    only = tuple(only_tenants) if only_tenants is not None else None
+    key = (tuple(sorted(queues)), tenant_id, tuple(kinds) if kinds is not None else None, only, tuple(except_tenants))
     with _shares_lock:
         return _shares.setdefault(key, PriorityShares())
 
@@ -232,7 +258,7 @@ def lock_ready_tenants(params):
     returns, passing over those another claim holds.
     """
     limits = {"lock_timeout": CLAIM_LOCK_TIMEOUT, "idle_timeout": CLAIM_IDLE_TIMEOUT}
-    return [row[0] for row in sql.execute("lock_ready_tenants", {**params, **limits})]
+    return [row[0] for row in sql.execute("lock_ready_tenants", {**EVERY_TENANT, **params, **limits})]
 
 
 def wait_for_ready_tenants(params):
@@ -243,7 +269,7 @@ def wait_for_ready_tenants(params):
     """
     try:
         with transaction.atomic():
-            return [row[0] for row in sql.execute("wait_for_ready_tenants", params)]
+            return [row[0] for row in sql.execute("wait_for_ready_tenants", {**EVERY_TENANT, **params})]
     except OperationalError as error:
         if getattr(error.__cause__, "sqlstate", None) != LOCK_NOT_AVAILABLE:
             raise

@@ -121,8 +121,13 @@ class Worker:
         lease_seconds=None,
         heartbeat_seconds=None,
         pool=POOL_THREADS,
+        only_tenants=None,
+        except_tenants=(),
     ):
         self.queues = list(queues)
+        # A dedicated pool: tenant ids this worker serves (None: all) and those it never serves.
+        self.only_tenants = list(only_tenants) if only_tenants is not None else None
+        self.except_tenants = list(except_tenants)
         self.concurrency = concurrency
         self.worker_id = worker_id or default_worker_id()
         self.batch = batch or settings.DUETIME_CLAIM_BATCH
@@ -170,6 +175,8 @@ class Worker:
                     self.worker_id,
                     lease_seconds=self.lease_seconds,
                     kinds=targets.EXECUTED_KINDS,  # external runs wait for their own consumers
+                    only_tenants=self.only_tenants,
+                    except_tenants=self.except_tenants,
                 )
         allowances = self._allowances(leases)
         for lease in leases:  # only once committed

@@ -53,6 +53,9 @@ SELECT t.id
 FROM with_work w
 JOIN jobs_tenant t ON t.id = w.id
 WHERE (%(tenant)s::bigint IS NULL OR t.id = %(tenant)s::bigint)
+  -- A dedicated worker (run_worker --tenants / --exclude-tenants) serves only its tenants.
+  AND (%(only_tenants)s::bigint[] IS NULL OR t.id = ANY(%(only_tenants)s::bigint[]))
+  AND t.id <> ALL(%(except_tenants)s::bigint[])
   AND t.paused_at IS NULL
   AND EXISTS (
     SELECT 1
@@ -93,6 +96,9 @@ SELECT t.id
 FROM with_work w
 JOIN jobs_tenant t ON t.id = w.id
 WHERE (%(tenant)s::bigint IS NULL OR t.id = %(tenant)s::bigint)
+  -- A dedicated worker (run_worker --tenants / --exclude-tenants) serves only its tenants.
+  AND (%(only_tenants)s::bigint[] IS NULL OR t.id = ANY(%(only_tenants)s::bigint[]))
+  AND t.id <> ALL(%(except_tenants)s::bigint[])
   AND t.paused_at IS NULL
   AND EXISTS (
     SELECT 1

@@ -31,6 +31,9 @@ SELECT t.id
 FROM with_work w
 JOIN jobs_tenant t ON t.id = w.id
 WHERE (%(tenant)s IS NULL OR t.id = %(tenant)s)
+  -- A dedicated worker (run_worker --tenants / --exclude-tenants) serves only its tenants.
+  AND (%(only_tenants)s IS NULL OR t.id IN (SELECT value FROM json_each(%(only_tenants)s)))
+  AND t.id NOT IN (SELECT value FROM json_each(%(except_tenants)s))
   AND t.paused_at IS NULL
   AND EXISTS (
     SELECT 1 FROM runs_run r
@@ -58,6 +61,9 @@ SELECT t.id
 FROM with_work w
 JOIN jobs_tenant t ON t.id = w.id
 WHERE (%(tenant)s IS NULL OR t.id = %(tenant)s)
+  -- A dedicated worker (run_worker --tenants / --exclude-tenants) serves only its tenants.
+  AND (%(only_tenants)s IS NULL OR t.id IN (SELECT value FROM json_each(%(only_tenants)s)))
+  AND t.id NOT IN (SELECT value FROM json_each(%(except_tenants)s))
   AND t.paused_at IS NULL
   AND EXISTS (
     SELECT 1 FROM runs_run r

@@ -69,6 +69,17 @@ def test_it_serves_only_the_asked_queues_and_the_asked_tenant(acme, globex, make
     assert {(lease.tenant_id, lease.queue) for lease in leases} == {(acme.pk, "mail")} and len(leases) == 3
 
 
+def test_a_dedicated_pool_claims_only_its_tenants_and_the_others_leave_them(acme, globex, make_job, make_run):
+    fill(make_run, make_job(acme, "acme.sync", overlap_policy="allow"), 3)
+    fill(make_run, make_job(globex, "globex.sync", overlap_policy="allow"), 3)
+    dedicated = claims.claim(["default"], 10, "acme-pool", only_tenants=[acme.pk], now=NOW)
+    assert by(dedicated, "tenant_id") == {acme.pk: 3}
+    fill(make_run, make_job(acme, "acme.more", overlap_policy="allow"), 3, start=100)
+    shared = claims.claim(["default"], 10, "shared", except_tenants=[acme.pk], now=NOW)
+    assert by(shared, "tenant_id") == {globex.pk: 3}
+    assert claims.claim(["default"], 10, "globex-pool", only_tenants=[globex.pk], now=NOW) == []
+
+
 def test_it_holds_a_tenant_to_its_concurrent_cap(acme, make_job, make_run):
     Tenant.objects.filter(pk=acme.pk).update(max_concurrent_runs=4)
     fill(make_run, make_job(acme, "capped", overlap_policy="allow"), 10)
