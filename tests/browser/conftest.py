@@ -47,6 +47,23 @@ OVERFLOW = """() => {
   }
   return found.slice(0, 10);
 }"""
+# A panel reads as one piece: in every `.module` of the content, its header, each table's caption and each
+# table span the panel's inner width (a table sized to its cells leaves its caption narrower than the
+# header above it). Returns what is narrower, with both widths.
+NARROW_IN_PANEL = """() => {
+  const found = [];
+  for (const panel of document.querySelectorAll('#content .module')) {
+    const style = getComputedStyle(panel);
+    const inner = panel.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    if (inner <= 0) continue;
+    const label = panel.querySelector('h2')?.textContent.trim() || panel.id || panel.className;
+    for (const part of panel.querySelectorAll(':scope > h2, :scope > table, :scope > table > caption')) {
+      const width = part.getBoundingClientRect().width;
+      if (width + 1 < inner) found.push(`${label}: ${part.tagName.toLowerCase()} ${Math.round(width)} px of ${Math.round(inner)}`);
+    }
+  }
+  return found.slice(0, 10);
+}"""
 
 
 def free_port():

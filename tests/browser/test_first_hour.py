@@ -2,7 +2,7 @@
 
 From a fresh copy of this repository in a temporary folder: `bin/run` exactly as
 written (PORT set to a free port), the printed URL and login, every portal page
-at 1,280 px wide without sideways scrolling, each management command the README
+at 1,280 px wide without sideways scrolling and with every panel's header, caption and table as wide as the panel, each management command the README
 names, the API docs with the network blocked, and Ctrl-C (SIGINT) to stop.
 
 The copy is the repository's tracked files plus its untracked, not ignored ones
@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.conf import settings
 
-from tests.browser.conftest import ARGS, CHROMIUM, OVERFLOW, SHOTS, free_port, watch_csp
+from tests.browser.conftest import ARGS, CHROMIUM, NARROW_IN_PANEL, OVERFLOW, SHOTS, free_port, watch_csp
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.browser
@@ -176,7 +176,7 @@ def origin(url):
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def test_every_portal_page_answers_and_fits_at_1280_px(offline_page, portal_url):
+def test_every_portal_page_answers_fits_at_1280_px_and_its_panels_read_as_one_piece(offline_page, portal_url):
     page, base = offline_page, origin(portal_url[0])
     page.goto(base + PAGES["jobs"])
     page.locator("#result_list tbody th a").first.click()  # a job's change page links to its page
@@ -191,6 +191,8 @@ def test_every_portal_page_answers_and_fits_at_1280_px(offline_page, portal_url)
             problems[name] = f"HTTP {response.status}"
         elif overflow := page.evaluate(OVERFLOW):
             problems[name] = overflow
+        elif narrow := page.evaluate(NARROW_IN_PANEL):
+            problems[f"{name} (a panel's header, caption or table narrower than the panel)"] = narrow
         if page.csp:
             problems[f"{name} (Content-Security-Policy)"], page.csp[:] = list(page.csp), []
     assert not problems, "\n".join(f"{name}: {found}" for name, found in problems.items())
