@@ -191,3 +191,46 @@ def test_it_keeps_calendars_between_jobs_and_runs():
             if owner == "jobs" and target_owner == "calendars":
                 offenders.append(f"{name} imports {target}")
     assert not offenders, "\n".join(sorted(offenders))
+
+
+# Rule 5: the models point one way. An app's domain imports only its own app and the apps to its left;
+# these edges to the right are the named exceptions (docs/architecture.md, rule 5), and no other.
+MODELS_ORDER = ("jobs", "calendars", "runs", "dlq", "notify")
+RIGHTWARD_EDGES = {
+    ("runs.transitions", "dlq.models"),
+    ("runs.metrics", "dlq.models"),
+    ("runs.retention", "dlq.models"),
+    ("runs.scheduler", "notify"),
+    ("runs.scheduler", "notify.notifier"),
+}
+
+
+def rightward_imports(graph):
+    found = set()
+    for name, targets in graph.items():
+        owner, surface = layer(name)
+        if surface is not None or owner not in MODELS_ORDER:
+            continue
+        for target in targets:
+            target_owner = layer(target)[0]
+            if target_owner in MODELS_ORDER and MODELS_ORDER.index(target_owner) > MODELS_ORDER.index(owner):
+                found.add((name, target))
+    return found
+
+
+def test_it_keeps_the_models_pointing_one_way():
+    """Both directions of every pair: jobs imports none of calendars, runs, dlq, notify; dlq never notify; ..."""
+    offenders = rightward_imports(import_graph()) - RIGHTWARD_EDGES
+    assert not offenders, "\n".join(f"{name} imports {target}" for name, target in sorted(offenders))
+
+
+def test_the_one_way_rule_catches_jobs_importing_runs_and_dlq_importing_notify():
+    graph = {"jobs.quotas": {"runs.models"}, "dlq.models": {"notify.notifier"}, "runs.claims": {"jobs.models"}}
+    assert rightward_imports(graph) == {("jobs.quotas", "runs.models"), ("dlq.models", "notify.notifier")}
+
+
+def test_the_named_rightward_edges_still_exist():
+    """An exception the code no longer needs is struck from the map (and from RIGHTWARD_EDGES)."""
+    graph = import_graph()
+    stale = {(name, target) for name, target in RIGHTWARD_EDGES if target not in graph.get(name, ())}
+    assert not stale, stale
