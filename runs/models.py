@@ -313,6 +313,13 @@ class Consumer(models.Model):
         related_name="+",
         help_text="The one tenant whose runs it takes (an external worker's token); empty: every tenant.",
     )
+    pool = models.CharField(
+        max_length=16,
+        blank=True,
+        default="",
+        help_text="A run_worker's pool (threads: soft timeouts; processes: a handler is killed at its timeout); "
+        "empty for other consumers.",
+    )
     last_seen = models.DateTimeField()
     expires_at = models.DateTimeField()
 

@@ -138,6 +138,7 @@ class Worker:
         # Children are forked before this process starts its own threads.
         self.children = children.ChildPool(concurrency, self._finished) if pool == POOL_PROCESSES else None
         self.pool = None if self.children else SlotThreads(concurrency)
+        self.pool_name = pool  # announced with the worker: the job page warns about soft timeouts
         self.wakeup = threading.Event()
         self.claiming = True
         self._free_since = None  # time.monotonic() since when a slot is free and unclaimed
@@ -328,7 +329,7 @@ class Worker:
         while True:
             try:
                 if announced is None or time.monotonic() - announced >= consumers.ANNOUNCE_SECONDS:
-                    consumers.announce(self.worker_id, targets.EXECUTED_KINDS, self.queues)
+                    consumers.announce(self.worker_id, targets.EXECUTED_KINDS, self.queues, pool=self.pool_name)
                     announced = time.monotonic()
                 self._beat()
                 connection.close()  # hold no connection between beats

@@ -327,14 +327,18 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         messages.info(request, f"Jitter of {obj.name}: {jitter.describe(obj)}.")
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        """The edit page, with a warning when nothing running would take the job's runs,
-        and one when the job is declared in code (an edit here is drift)."""
+        """The edit page, with a warning when nothing running would take the job's runs, one when
+        only thread-pool workers run them (soft timeouts), and one when the job is declared in code (an edit
+        here is drift)."""
         if request.method == "GET":
             job = self.get_object(request, object_id)
             if job is not None and job.status == JobDefinition.Status.ACTIVE:
-                warning = consumers.unserved(job.target_kind, job.queue, tenant_id=job.tenant_id)
-                if warning:
-                    messages.warning(request, warning)
+                for warning in (
+                    consumers.unserved(job.target_kind, job.queue, tenant_id=job.tenant_id),
+                    consumers.soft_timeouts(job.target_kind, job.queue, job.timeout_seconds, tenant_id=job.tenant_id),
+                ):
+                    if warning:
+                        messages.warning(request, warning)
             if job is not None and job.managed_by:
                 messages.warning(
                     request,

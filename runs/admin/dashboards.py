@@ -217,6 +217,9 @@ def job_page(request, job_id):
             chart_id="job-days",
         ),
         unserved=consumers.unserved(job.target_kind, job.queue, now, tenant_id=job.tenant_id),
+        soft_timeouts=consumers.soft_timeouts(
+            job.target_kind, job.queue, job.timeout_seconds, now, tenant_id=job.tenant_id
+        ),
         # The buttons a role allows (the actions check again when posted: scheduler_project.admin.permissions).
         role=permissions.role_in(request, job.tenant_id),
         can_operate=permissions.allows(request, job.tenant_id, roles.OPERATE),

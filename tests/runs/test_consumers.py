@@ -58,3 +58,23 @@ def test_it_says_what_no_running_consumer_serves_and_when_one_was_last_seen(cloc
     assert "(last seen: 6\xa0minutes ago)" in consumers.unserved("external", "reports", now=clock.now)
     consumers.announce("token:abc@reports", ["external"], ["reports"], now=clock.now)
     assert consumers.unserved("external", "reports", now=clock.now) is None
+
+
+def test_it_warns_about_soft_timeouts_when_only_thread_pool_workers_run_a_python_job(clock):
+    consumers.announce("host:1", ["python", "http"], ["default"], now=clock.now, pool="threads")
+    assert consumers.soft_timeouts("python", "default", 900, now=clock.now) == (
+        "Only thread-pool workers (run_worker --pool threads) run this job's runs: a handler past its 900 s "
+        "timeout is recorded timed_out and retried, but keeps running. Start workers on queue 'default' with "
+        "--pool processes to stop it at its timeout."
+    )
+    assert consumers.soft_timeouts("http", "default", 900, now=clock.now) is None  # the socket carries it
+    assert consumers.soft_timeouts("python", "reports", 900, now=clock.now) is None  # unserved says that one
+
+
+def test_one_processes_pool_worker_is_enough_to_stop_handlers_at_their_timeout(clock):
+    consumers.announce("host:1", ["python", "http"], ["default"], now=clock.now, pool="threads")
+    consumers.announce("host:2", ["python", "http"], ["default"], now=clock.now, pool="processes")
+    assert consumers.soft_timeouts("python", "default", 900, now=clock.now) is None
+    clock.advance(seconds=consumers.TTL_SECONDS + 1)
+    consumers.announce("host:1", ["python", "http"], ["default"], now=clock.now, pool="threads")
+    assert consumers.soft_timeouts("python", "default", 900, now=clock.now) is not None, "host:2 is gone"

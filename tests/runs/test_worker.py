@@ -60,9 +60,19 @@ def test_it_announces_itself_as_a_consumer_of_its_kinds_and_queues_until_drained
     try:
         wait_until(lambda: consumers.serving("python", "reports"), message="the worker's announcement")
         assert consumers.serving("http", "default") and not consumers.serving("external", "default")
+        assert [c.pool for c in consumers.running("python", "reports")] == ["threads"]
     finally:
         worker.drain(1)
     assert not consumers.serving("python", "reports")
+
+
+def test_a_processes_pool_worker_announces_its_pool(acme):
+    worker = Worker(["default"], concurrency=1, pool="processes")
+    try:
+        wait_until(lambda: consumers.serving("python", "default"), message="the worker's announcement")
+        assert [c.pool for c in consumers.running("python", "default")] == ["processes"]
+    finally:
+        worker.drain(1)
 
 
 def test_it_heartbeats_long_runs_past_the_lease(acme, make_job, tmp_path):

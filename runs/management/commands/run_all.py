@@ -7,6 +7,11 @@ A child that dies is started again after a back-off that doubles from 1 s to
 60 s while it keeps dying, and is back to 1 s once the child has stayed up for
 a minute: a crash loop (the database down, a bad deploy) costs one start a
 minute, a rare crash is repaired at once. SIGTERM or Ctrl-C stops them all.
+
+The worker uses the `threads` pool unless `--pool processes` is given, and
+the command says which with the URL: under threads a handler past its
+timeout is recorded `timed_out` but keeps running (production workers run
+`--pool processes`, docs/operations.md).
 """
 
 import os
@@ -20,6 +25,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from runs.loop import GracefulStop
+from runs.worker import POOL_PROCESSES, POOL_THREADS, POOLS
 
 FIRST_BACKOFF = 1.0
 MAX_BACKOFF = 60.0
@@ -80,14 +86,21 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--queues", default="default")
         parser.add_argument("--concurrency", type=int, default=4)
+        parser.add_argument(
+            "--pool",
+            choices=POOLS,
+            default=POOL_THREADS,
+            help="The worker's pool (run_worker --pool): threads for a first look, processes to kill handlers "
+            "at their timeout.",
+        )
         parser.add_argument("--banner", default="", help="A line printed with the URL once the web process answers.")
 
-    def handle(self, *args, host, port, queues, concurrency, banner, **options):
+    def handle(self, *args, host, port, queues, concurrency, pool, banner, **options):
         manage = [sys.executable, "manage.py"]
         commands = {
             "web": [sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "scheduler_project.asgi:application"],
             "scheduler": manage + ["run_scheduler"],
-            "worker": manage + ["run_worker", "--queues", queues, "--concurrency", str(concurrency)],
+            "worker": manage + ["run_worker", "--queues", queues, "--concurrency", str(concurrency), "--pool", pool],
         }
         if settings.CELERY_BROKER_URL:  # Celery as the worker transport; the embedded default needs no broker
             commands["dispatcher"] = manage + ["run_dispatcher", "--queues", queues]
@@ -97,7 +110,11 @@ class Command(BaseCommand):
         while not stop.requested:
             if not announced and accepts_connections(host, port):
                 # Printed only now, so the URL works the moment a user reads it.
-                lines = ["", f"  Duetime is running at http://{host}:{port}/admin/  (Ctrl-C to stop)"]
+                lines = [
+                    "",
+                    f"  Duetime is running at http://{host}:{port}/admin/  (Ctrl-C to stop)",
+                    f"  {pool_line(pool)}",
+                ]
                 self.stdout.write("\n".join(lines + ([f"  {banner}", ""] if banner else [""])))
                 self.stdout.flush()
                 announced = True
@@ -113,6 +130,16 @@ class Command(BaseCommand):
     def say(self, line):
         self.stderr.write(line)
         self.stderr.flush()
+
+
+def pool_line(pool):
+    """What run_all says about its worker's pool, printed with the URL."""
+    if pool == POOL_PROCESSES:
+        return "Worker pool: processes (a handler past its timeout is killed)."
+    return (
+        f"Worker pool: {POOL_THREADS} (a handler past its timeout is recorded timed_out but keeps running; "
+        "run_all --pool processes, or run_worker --pool processes in production, stops it)."
+    )
 
 
 def accepts_connections(host, port):
