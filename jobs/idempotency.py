@@ -1,6 +1,7 @@
 """The Idempotency-Key layer (IETF httpapi draft, Stripe's practice).
 
-A POST that creates runs may carry `Idempotency-Key: <1-255 characters>`.
+A POST that creates runs may carry `Idempotency-Key: <key>`: 1-200 letters,
+digits and `. _ : @ / + = -`, never a credential (jobs.identifiers).
 Keys are scoped to the tenant. The first request inserts an in-flight
 IdempotencyRecord (committed at once, so a concurrent duplicate sees it),
 runs, and stores its answer:
@@ -29,12 +30,13 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from jobs import identifiers
 from jobs.models import IdempotencyRecord
 
 HEADER = "Idempotency-Key"
-MAX_KEY_LENGTH = 255
-# Visible ASCII, inner spaces allowed (a UUID, "invoice-42/attempt", ...).
-KEY_PATTERN = r"^[!-~]([ -~]*[!-~])?$"
+# The charset and length of every client-chosen identifier (a UUID, "invoice-42/attempt-1", ...).
+MAX_KEY_LENGTH = identifiers.MAX_LENGTH
+KEY_PATTERN = identifiers.PATTERN
 IN_FLIGHT_TIMEOUT = dt.timedelta(minutes=5)
 IN_FLIGHT_RETRY_AFTER = 1  # seconds: the first request is usually about to answer
 

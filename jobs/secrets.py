@@ -17,28 +17,145 @@ import re
 
 REDACTED = "[REDACTED]"
 
-# name -> (pattern, replacement). A replacement keeps the context that helps
-# debugging (the scheme and user of a URL, the word Bearer) and drops the secret.
+# Where a token may start: not inside a longer word or number, but after `_` or `-` (`aws_AKIA...`, `token_ghp_...`).
+_START = r"(?<![A-Za-z0-9])"
+_END = r"(?![A-Za-z0-9])"
+
+
+class _CredentialPairs:
+    """`"password": "hunter2"`, `api_key=abc123`: a key that names a credential, holding a literal value.
+
+    The key must be one of KEY as a whole: `dsn_secret`, `fencing_token` and
+    `page_token` name a secret or hold an id, and pass. It ends with a quote and
+    `:` or `=` (JSON, a dict, quoted YAML) or with `=` (env, a query string,
+    keyword arguments): `key: value` unquoted reads like prose ("the token:
+    weekly"). A value that is empty, a number, null/true/false, or a reference
+    (`$VAR`, `${VAR}`, `{{ var }}`, `<token>`, `%(x)s`, `***`, `[REDACTED]`,
+    `vault://...`) is not a literal, and passes. The search starts at the word
+    (password, secret, token, key), the only place worth looking: a text without
+    one costs a scan, not a regular expression tried at every position.
+    """
+
+    KEY = re.compile(
+        r"(?:[a-z0-9]+[_.-]?)?pass(?:word|wd|phrase)"  # password, db_password, dbPassword, PASSWD
+        r"|(?:client|app|api|shared|signing|webhook)?[_-]?secret(?:[_-]?key)?"  # secret, client_secret, secretKey
+        r"|(?:access|refresh|auth|api|bearer|bot|session|oauth|id)?[_-]?token"  # token, access_token, authToken
+        r"|(?:api|private)[_-]?key|(?:aws[_-]?)?secret[_-]?access[_-]?key",
+        re.I,
+    )
+    _REFERENCE = r"(?:[$<{%*\[(]|(?:null|none|true|false|undefined)\b|[a-z][a-z0-9+.-]*://)"
+    _NUMBER = r"""-?\d+(?:\.\d+)?(?![^\s"'\\,;&}\]])"""
+    _CANDIDATE = r"""(?:pass(?:word|wd|phrase)|secret(?:[_-]?key)?|token|(?:api|private|access)[_-]?key)"""
+    _CANDIDATE += r"""((?:\\?["']\s*[:=]|\s*=)\s*)"""  # what ends the key (group 1)
+    _CANDIDATE += (
+        rf"""(?:(\\?["'])(?!{_REFERENCE})[^"'\\\r\n]{{4,}}|(?!{_REFERENCE}|{_NUMBER})[^\s"'\\,;&}}\]]{{4,}})"""
+    )
+    # Searched in the lower-cased text (a case-sensitive search is three times faster), or, when lowering
+    # changed the text's length (a few non-ASCII letters), in the text itself, ignoring case.
+    _LOWER = re.compile(_CANDIDATE)
+    _ANY_CASE = re.compile(_CANDIDATE, re.I)
+    _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+    def _pairs(self, text):
+        lowered = text.lower()
+        candidates = self._LOWER.finditer(lowered) if len(lowered) == len(text) else self._ANY_CASE.finditer(text)
+        for match in candidates:
+            start = match.start()
+            while start > 0 and text[start - 1] in self._KEY_CHARS and match.start() - start < 64:
+                start -= 1
+            if self.KEY.fullmatch(text, start, match.start(1)):
+                yield match
+
+    def search(self, text):
+        return next(self._pairs(text), None)
+
+    def sub(self, _replacement, text):
+        """`text` with each pair's value replaced by [REDACTED]; the key, what ends it and an opening quote stay."""
+        pieces, last = [], 0
+        for match in self._pairs(text):
+            opening = text[match.start(2) : match.end(2)] if match.start(2) >= 0 else ""
+            pieces += [text[last : match.end(1)], opening, REDACTED]
+            last = match.end()
+        return "".join(pieces) + text[last:] if pieces else text
+
+
+# name -> (pattern, replacement, hints). A replacement keeps the context that helps debugging (the scheme
+# and user of a URL, the word Bearer, a key's name) and drops the secret. `hints`: lower-case strings, one of
+# which is in every match; a text that has none skips the pattern (most log lines have none). Order
+# matters: `find` names the first kind that matches, `redact` applies them in turn.
 PATTERNS = {
     "a private key": (
         re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
         "[REDACTED PRIVATE KEY]",
+        ("private key",),
     ),
-    "an AWS access key id": (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),
-    "a GitHub token": (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"), REDACTED),
-    "a Slack token": (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), REDACTED),
-    "a Duetime API token": (re.compile(r"\bdt_[tw]_[A-Za-z0-9_-]{20,}"), REDACTED),
-    "a bearer token": (re.compile(r"\b(Bearer\s+)[A-Za-z0-9._~+/=-]{20,}", re.I), rf"\g<1>{REDACTED}"),
+    # 40 characters of base64 are a secret access key only in context: after its name, or after an
+    # access key id (a sha1, a digest or data of that length elsewhere is not one).
+    "an AWS secret access key": (
+        re.compile(
+            r"""((?i:secret[_-]?access[_-]?key)\\?["']?\s*[:=]\s*\\?["']?"""
+            r"""|(?:AKIA|ASIA)(?<![A-Za-z0-9]A[KS]IA)[0-9A-Z]{16}[\s:,;|/"'=]{1,5})"""
+            r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+        ),
+        rf"\g<1>{REDACTED}",
+        ("access", "akia", "asia"),
+    ),
+    # Upper case as AWS issues them, or all lower case (a lowered copy, with a digit, so prose passes).
+    "an AWS access key id": (
+        re.compile(
+            rf"{_START}(?:(?:AKIA|ASIA)[0-9A-Z]{{16}}|(?:akia|asia)(?=[0-9a-z]{{0,15}}[0-9])[0-9a-z]{{16}}){_END}"
+        ),
+        REDACTED,
+        ("akia", "asia"),
+    ),
+    "a GitHub token": (
+        re.compile(rf"{_START}(?:gh[pousr]_[A-Za-z0-9]{{36,}}|github_pat_[A-Za-z0-9_]{{22,}})"),
+        REDACTED,
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    "a Slack token": (re.compile(rf"{_START}xox[abposr]-[A-Za-z0-9-]{{10,}}"), REDACTED, ("xox",)),
+    "a Stripe secret key": (
+        re.compile(rf"{_START}(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{{16,}}"),
+        REDACTED,
+        ("k_live_", "k_test_"),
+    ),
+    "a Duetime API token": (re.compile(rf"{_START}dt_[tw]_[A-Za-z0-9_-]{{20,}}"), REDACTED, ("dt_t_", "dt_w_")),
+    "a bearer token": (
+        re.compile(r"\b(Bearer\s+)[A-Za-z0-9._~+/=-]{20,}", re.I),
+        rf"\g<1>{REDACTED}",
+        ("bearer",),
+    ),
+    # header.payload.signature, each base64url; the first two are JSON objects, so they start with eyJ ('{"').
+    "a JSON Web Token": (
+        re.compile(rf"{_START}eyJ[A-Za-z0-9_-]{{8,}}\.eyJ[A-Za-z0-9_-]{{8,}}\.[A-Za-z0-9_-]*"),
+        REDACTED,
+        ("eyj",),
+    ),
+    # scheme://user:password@host (the scheme stays, outside the match).
     "a password in a URL": (
-        re.compile(r"\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)(?!\[REDACTED\]@)[^\s@/]+(@)", re.I),
+        re.compile(r"(://[^\s:/@]+:)(?!\[REDACTED\]@)[^\s@/]+(@)"),
         rf"\g<1>{REDACTED}\g<2>",
+        ("://",),
+    ),
+    "a password, secret or token under a key named so": (
+        _CredentialPairs(),
+        None,
+        ("pass", "secret", "token", "key"),
     ),
 }
 
 
+def _kinds(text):
+    """The (name, pattern, replacement) of the kinds whose hints `text` holds."""
+    lowered = text.lower()
+    for name, (pattern, replacement, hints) in PATTERNS.items():
+        if any(hint in lowered for hint in hints):
+            yield name, pattern, replacement
+
+
 def find(text):
     """The name of the first kind of credential in `text` (e.g. "an AWS access key id"), or None."""
-    for name, (pattern, _) in PATTERNS.items():
+    for name, pattern, _ in _kinds(text):
         if pattern.search(text):
             return name
     return None
@@ -53,7 +170,7 @@ def redact(text):
     """`text` with every known credential replaced by [REDACTED]."""
     if not text:
         return text
-    for pattern, replacement in PATTERNS.values():
+    for _, pattern, replacement in list(_kinds(text)):
         text = pattern.sub(replacement, text)
     return text
 
@@ -63,7 +180,8 @@ class RedactingFilter(logging.Filter):
 
     It formats the record once (message with its arguments, and the
     traceback) and keeps only the redacted text, so no handler after it sees
-    the secret. Installed on the handlers in settings.LOGGING.
+    the secret; a record of JSON lines (`lines`, runs.move_log) has their
+    values redacted. Installed on every handler in settings.LOGGING.
     """
 
     def filter(self, record):
@@ -75,4 +193,29 @@ class RedactingFilter(logging.Filter):
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = redact(record.exc_text)
+        lines = getattr(record, "lines", None)
+        if lines:
+            record.lines = redact_lines(lines)
         return True
+
+
+_MEMBER_NAME = re.compile(r'"[a-z_]+":')
+
+
+def redact_lines(lines):
+    """`lines` (the members of JSON objects, `"event":"leased","run":7,...`: runs.move_log) with every
+    credential in their values redacted; the same list when none carries one.
+
+    Only the values are searched (a member named `fencing_token` or `idempotency_key` is not a credential's
+    key), all lines at once. A line that carries one is decoded, its text values are redacted, and it is
+    encoded again, so that it stays JSON whatever the credential was.
+    """
+    if find(_MEMBER_NAME.sub("", "\n".join(lines))) is None:
+        return lines
+    return [_redact_members(line) for line in lines]
+
+
+def _redact_members(line):
+    members = json.loads("{" + line + "}")
+    cleaned = {name: redact(value) if isinstance(value, str) else value for name, value in members.items()}
+    return json.dumps(cleaned, ensure_ascii=False, separators=(",", ":"))[1:-1]

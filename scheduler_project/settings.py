@@ -188,12 +188,13 @@ LOGGING = {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json_lines": {"()": "scheduler_project.json_logs.JsonLines"},
     },
-    # Credentials in a message or traceback (a handler's error, a URL with a password) are redacted.
+    # Credentials in a message, a traceback or a move log line (a handler's error, a URL with a password)
+    # are redacted, on every handler (tests/jobs/test_secrets.py checks that each has the filter).
     "filters": {"redact_secrets": {"()": "jobs.secrets.RedactingFilter"}},
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_secrets"]},
-        # Only identifiers, no free text (errors stay on the attempt rows): nothing to redact.
-        "moves": json_logs.handler(DUETIME_MOVE_LOG),
+        # Identifiers, but two come from clients (an Idempotency-Key, a worker_id): redacted like the rest.
+        "moves": {**json_logs.handler(DUETIME_MOVE_LOG), "filters": ["redact_secrets"]},
     },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {

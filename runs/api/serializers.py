@@ -7,6 +7,7 @@ Everything a client may not set (`tenant`, `state`, `attempt`,
 from django.conf import settings
 from rest_framework import serializers
 
+from jobs import identifiers
 from jobs.validation import QUEUE_RE
 from runs.models import Attempt, Run
 from scheduler_project.api.fields import AwareDateTimeField, Boolean, Integer, Number, Pattern, PayloadField, Text
@@ -92,7 +93,19 @@ class LeaseRequestSerializer(serializers.Serializer):
     wait_seconds = Number(
         min_value=0, max_value=MAX_WAIT_SECONDS, default=0, help_text="Long-poll: wait up to this long for a due run."
     )
-    worker_id = Text(max_length=200, required=False, allow_blank=True, default="")
+    worker_id = Text(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text=f"Recorded on the runs and attempts and in the move log: {identifiers.RULE}, never a credential "
+        "(default: token:<prefix>).",
+    )
+
+    def validate_worker_id(self, value):
+        problem = identifiers.problem(value) if value else None
+        if problem:
+            raise serializers.ValidationError(problem)  # the value itself is never repeated
+        return value
 
     def validate(self, attrs):
         attrs.setdefault("lease_seconds", settings.DUETIME_LEASE_SECONDS)

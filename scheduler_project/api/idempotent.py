@@ -7,12 +7,11 @@ exception, which the problem table answers (422, 409).
 """
 
 import functools
-import re
 
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.response import Response
 
-from jobs import idempotency
+from jobs import idempotency, identifiers
 from jobs.idempotency import HEADER, KEY_PATTERN, MAX_KEY_LENGTH
 from scheduler_project.api.problems import Problem
 
@@ -26,12 +25,15 @@ IDEMPOTENCY_KEY = OpenApiParameter(
 
 
 def read_key(request):
-    """The request's Idempotency-Key, None when absent; a 400 problem when malformed."""
+    """The request's Idempotency-Key, None when absent; a 400 problem when malformed or a credential.
+
+    The problem never repeats the key: one that carries a credential is not echoed back.
+    """
     key = request.headers.get(HEADER)
     if key is None:
         return None
-    if len(key) > MAX_KEY_LENGTH or not re.fullmatch(KEY_PATTERN, key):
-        detail = f"must be 1-{MAX_KEY_LENGTH} visible ASCII characters, for example a UUID"
+    detail = identifiers.problem(key)
+    if detail:
         raise Problem(
             "validation-error", f"{HEADER} {detail}.", errors=[{"field": HEADER, "pointer": "#", "detail": detail}]
         )

@@ -3,6 +3,7 @@ import logging
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from jobs import identifiers
 from jobs.models import Tenant
 from runs import metrics
 from runs.loop import GracefulStop, run_loop
@@ -32,7 +33,9 @@ class Command(BaseCommand):
             "--poll", type=float, default=0, help="Seconds between claims when idle (default DUETIME_POLL_SECONDS)."
         )
         parser.add_argument("--grace", type=float, default=30, help="Seconds to let running work finish on SIGTERM.")
-        parser.add_argument("--worker-id", default="", help="Name recorded on leases (default host:pid).")
+        parser.add_argument(
+            "--worker-id", default="", help=f"Name recorded on leases (default host:pid): {identifiers.RULE}."
+        )
         parser.add_argument(
             "--tenants",
             default="",
@@ -52,6 +55,8 @@ class Command(BaseCommand):
             raise CommandError("--queues needs at least one queue name")
         if concurrency < 1:
             raise CommandError("--concurrency must be at least 1")
+        if worker_id and (problem := identifiers.problem(worker_id)):
+            raise CommandError(f"--worker-id {problem}")  # logged on every move: never echoed
         only, excluded = dedicated_pool(options["tenants"], options["exclude_tenants"])
         poll = poll or settings.DUETIME_POLL_SECONDS
         stop = GracefulStop()
