@@ -17,16 +17,16 @@ job's windows once (`Window.objects.applying_to(jobs)`) and asks.
   into those outside every window (run as usual), those a window holds until
   it ends (run_once, run_all) and those it skips, each skip as one summary
   (first, last, count, reason). Occurrences inside a span but past `times`
-  (the look-ahead ends inside a window) are fetched with `walk`, so a window
+  (the look-ahead ends inside a window) are fetched with `walk` (jobs.occurrences, so any schedule
+  kind and its bounds), so a window
   is decided once, whole, the first time one of its occurrences comes up.
 """
 
 import collections
 import dataclasses
 import datetime as dt
-from functools import cached_property
 
-from jobs import cron
+from jobs import cron, occurrences
 
 US = dt.timedelta(microseconds=1)
 DAY = dt.timedelta(days=1)
@@ -243,19 +243,18 @@ def span_at(windows, instant):
 
 
 class Walk:
-    """The occurrences of one job's schedule, for `hold`: `after(instant, count)` -> the next ones."""
+    """The occurrences of one job's schedule (a jobs.occurrences.Schedule, any kind, bounds included), for
+    `hold`: `after(instant, count)` -> the next ones."""
 
-    def __init__(self, expression, time_zone):
-        self.expression, self.time_zone = expression, time_zone
+    def __init__(self, schedule):
+        self.schedule = schedule
+
+    @classmethod
+    def of(cls, job):
+        return cls(occurrences.Schedule.of(job))
 
     def after(self, instant, count):
-        if not self.expression:  # an `at` job: its one instant is all there is
-            return []
-        return cron.occurrences(self.expression, self.time_zone, instant, count)
-
-    @cached_property
-    def wildcard(self):
-        return cron.is_wildcard(self.expression)
+        return occurrences.after(self.schedule, instant, count)
 
 
 def hold(times, walk, windows, cap, *, jitter=dt.timedelta(0)):

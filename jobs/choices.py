@@ -13,6 +13,7 @@ from django.db import models
 class ScheduleKind(models.TextChoices):
     CRON = "cron"
     AT = "at"
+    EVERY = "every"  # a fixed period from an anchor (start_at, or the Unix epoch): absolute spacing, no drift
     NONE = "none"  # on demand only
 
 

@@ -9,20 +9,34 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import audit, cron, jitter, quotas
+from jobs import audit, jitter, occurrences, quotas
 from jobs.models import JobDefinition, shard_for
 
-SCHEDULE_FIELDS = ("schedule_kind", "cron_expr", "run_at", "time_zone")
+# A change to any of these recomputes next_due_at from now; setting remaining_runs sets the count anew.
+SCHEDULE_FIELDS = (
+    "schedule_kind",
+    "cron_expr",
+    "run_at",
+    "every_seconds",
+    "start_at",
+    "end_at",
+    "remaining_runs",
+    "time_zone",
+)
 
 
 def first_due(job, now):
-    """The first occurrence of `job`'s schedule strictly after `now`, or None."""
-    if job.schedule_kind == JobDefinition.ScheduleKind.CRON:
-        found = cron.occurrences(job.cron_expr, job.time_zone, now, 1)
-        return found[0] if found else None
+    """The first occurrence of `job`'s schedule strictly after `now` (jobs.occurrences), or None.
+
+    An `at` job's instant even when it has passed (the missed-run policy
+    decides); None once remaining_runs is 0.
+    """
+    if job.remaining_runs == 0:
+        return None
     if job.schedule_kind == JobDefinition.ScheduleKind.AT:
         return job.run_at
-    return None
+    found = occurrences.after(occurrences.Schedule.of(job), now, 1)
+    return found[0] if found else None
 
 
 def schedule_changed(job):

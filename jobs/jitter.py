@@ -1,8 +1,9 @@
 """The default jitter: a fixed start offset for every new job whose owner states none.
 
 Schedules written by people pile up at :00 (the portal's heatmap shows the
-herd). So a new cron job whose owner does not state `jitter_seconds` gets
-DUETIME_DEFAULT_JITTER_PERCENT (10) % of its schedule's shortest interval,
+herd). So a new cron or `every` job whose owner does not state `jitter_seconds` gets
+DUETIME_DEFAULT_JITTER_PERCENT (10) % of its schedule's shortest interval (an
+`every` job's period),
 at most DUETIME_DEFAULT_JITTER_MAX_SECONDS (300): an every-minute job 6 s,
 every five minutes 30 s, hourly and slower 300 s. The run's offset inside
 that range is `stable_hash(tenant, name) mod jitter_seconds`
@@ -43,6 +44,8 @@ def shortest_interval(expression, time_zone, now):
 def default_for(job, now):
     """The jitter Duetime chooses for `job`'s schedule: a share of its shortest interval, capped; 0 without one."""
     most, share = settings.DUETIME_DEFAULT_JITTER_MAX_SECONDS, settings.DUETIME_DEFAULT_JITTER_PERCENT
+    if job.schedule_kind == ScheduleKind.EVERY and job.every_seconds and share:
+        return min(most, int(job.every_seconds * share / 100))  # the period is the one interval
     if job.schedule_kind != ScheduleKind.CRON or not job.cron_expr or not share:
         return 0
     interval = shortest_interval(job.cron_expr, job.time_zone, now)

@@ -239,6 +239,25 @@ class JobDefinition(models.Model):
     schedule_kind = models.CharField(max_length=10, choices=ScheduleKind.choices, default=ScheduleKind.CRON)
     cron_expr = models.CharField(max_length=200, blank=True)
     run_at = models.DateTimeField(null=True, blank=True, help_text="For schedule kind 'at'.")
+    every_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="For schedule kind 'every': the period in seconds (at least 1), counted from start_at "
+        "(or from 1970-01-01 00:00 UTC without one), so lateness never shifts later runs.",
+    )
+    # Bounds of every kind (jobs/occurrences.py): occurrences in [start_at, end_at) only.
+    start_at = models.DateTimeField(
+        null=True, blank=True, help_text="No occurrence before this instant; an 'every' schedule counts from it."
+    )
+    end_at = models.DateTimeField(null=True, blank=True, help_text="No occurrence at or after this instant.")
+    # How many more scheduled runs materialisation may create (None: no limit). Decremented by
+    # runs.materialize in the statement that advances next_due_at (compare-and-set, rows locked);
+    # at 0 the job has no next occurrence. Skipped occurrences, triggers and backfills do not count.
+    remaining_runs = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Run this many more times, then stop (skipped occurrences do not count); empty: no limit.",
+    )
     time_zone = models.CharField(max_length=64, default="UTC")
     jitter_seconds = models.PositiveIntegerField(default=0)
     # True when Duetime chose jitter_seconds (jobs/jitter.py) because the job's owner stated none;
@@ -292,7 +311,15 @@ class JobDefinition(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["tenant", "name"], name="jobdefinition_unique_name_per_tenant"),
             models.CheckConstraint(
-                condition=Q(schedule_kind__in=["cron", "at", "none"]), name="job_schedule_kind_valid"
+                condition=Q(schedule_kind__in=["cron", "at", "every", "none"]), name="job_schedule_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=~Q(schedule_kind="every") | Q(every_seconds__isnull=False, every_seconds__gte=1),
+                name="job_every_has_period",
+            ),
+            models.CheckConstraint(
+                condition=Q(start_at__isnull=True) | Q(end_at__isnull=True) | Q(end_at__gt=models.F("start_at")),
+                name="job_end_after_start",
             ),
             models.CheckConstraint(condition=~Q(schedule_kind="cron") | ~Q(cron_expr=""), name="job_cron_has_expr"),
             models.CheckConstraint(

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
-from jobs import addresses, cron, registry, secrets
+from jobs import addresses, cron, occurrences, registry, secrets
 from jobs.choices import MissedRunPolicy, OverlapPolicy, Priority, ScheduleKind, TargetKind
 
 # Here rather than in jobs.models so that the rules never import the model (the model calls them).
@@ -75,7 +75,15 @@ def _has_nul(value):
 def clean_definition(job):
     """Raise ValidationError({field: [message]}) listing every problem of `job`."""
     errors = {}
-    for check in (_check_name, _check_schedule, _check_limits, _check_retry, _check_target, _check_owner):
+    for check in (
+        _check_name,
+        _check_schedule,
+        _check_bounds,
+        _check_limits,
+        _check_retry,
+        _check_target,
+        _check_owner,
+    ):
         for field, message in check(job):
             errors.setdefault(field, []).append(message)
     problem = check_payload(job.payload)
@@ -101,7 +109,7 @@ def _check_name(job):
 def _check_schedule(job):
     kind = job.schedule_kind
     if kind not in ScheduleKind.values:
-        yield "schedule_kind", f"'{kind}' is not a schedule kind: use cron, at or none"
+        yield "schedule_kind", f"'{kind}' is not a schedule kind: use cron, at, every or none"
     try:
         cron.get_zone(job.time_zone)
     except cron.ZoneError as exc:
@@ -118,6 +126,7 @@ def _check_schedule(job):
         yield "cron_expr", "only a cron schedule takes an expression; clear it or set the schedule kind to cron"
     if kind == "at" and job.run_at is None:
         yield "run_at", "an 'at' schedule needs the instant to run at (ISO 8601 with an offset)"
+    yield from _check_period(job)
     if job.missed_run_policy not in MissedRunPolicy.values:
         yield "missed_run_policy", f"'{job.missed_run_policy}' is not a policy: use run_once, run_all or skip"
     if job.overlap_policy not in OverlapPolicy.values:
@@ -126,6 +135,37 @@ def _check_schedule(job):
         yield "starting_deadline_seconds", "must be at least 1 second, or empty for no deadline"
     if not 0 <= (job.jitter_seconds or 0) <= MAX_JITTER_SECONDS:
         yield "jitter_seconds", f"must be between 0 and {MAX_JITTER_SECONDS} seconds"
+
+
+def _check_period(job):
+    """An `every` schedule's period: whole seconds, at least 1, at most MAX_EVERY_SECONDS."""
+    period, most = job.every_seconds, occurrences.MAX_EVERY_SECONDS
+    if job.schedule_kind != "every":
+        if period is not None:
+            yield "every_seconds", "only an 'every' schedule takes a period; clear it or set the schedule kind to every"
+    elif period is None:
+        yield "every_seconds", "an 'every' schedule needs a period in seconds, for example 90 (every 90 seconds)"
+    elif not 1 <= period <= most:
+        yield "every_seconds", f"the period must be between 1 second and {most} seconds (366 days), got {period}"
+
+
+def _check_bounds(job):
+    """start_at, end_at and remaining_runs: for a scheduled job only, the end after the start, an `at` inside."""
+    start, end, left = job.start_at, job.end_at, job.remaining_runs
+    if job.schedule_kind == "none":
+        for field, value in (("start_at", start), ("end_at", end), ("remaining_runs", left)):
+            if value is not None:
+                yield field, "an on-demand job (schedule kind none) has no occurrences to bound; clear it"
+        return
+    if start is not None and end is not None and end <= start:
+        yield "end_at", f"must be after start_at ({start.isoformat()}): the schedule would have no occurrence"
+    if left is not None and left < 0:
+        yield "remaining_runs", "must be 0 or more, or empty for no limit"
+    run_at = job.run_at if job.schedule_kind == "at" else None
+    if run_at is not None and start is not None and run_at < start:
+        yield "run_at", f"is before start_at ({start.isoformat()}): the job would never run; move one of them"
+    if run_at is not None and end is not None and run_at >= end:
+        yield "run_at", f"is not before end_at ({end.isoformat()}): the job would never run; move one of them"
 
 
 def _check_limits(job):

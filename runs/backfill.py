@@ -70,7 +70,7 @@ def _windows(job):
 
 def _windowed_plan(job, start, end, max_runs, windows):
     """Walk the window's occurrences in batches, letting the windows decide, until max_runs would run."""
-    walk = blackouts.Walk(job.cron_expr, job.time_zone)
+    walk = blackouts.Walk.of(job)
     plan, cursor = BackfillPlan([], False), start - US
     while True:
         batch = [t for t in walk.after(cursor, 500) if t < end]

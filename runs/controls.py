@@ -92,14 +92,14 @@ def reactivate(job, now):
 
 
 def catch_up(job, now, reason):
-    """Move a held cron `job` (unsaved) on to its next occurrence after now.
+    """Move a held cron or `every` `job` (unsaved) on to its next occurrence after now (none once spent).
 
     Returns the one skipped row, saying `reason`, for the occurrences it
     passed over while held (none if it passed none). An `at` job keeps its
     instant. A job's resume and a tenant's both use it.
     """
     skipped = []
-    if job.schedule_kind == JobDefinition.ScheduleKind.CRON:
+    if job.schedule_kind in (JobDefinition.ScheduleKind.CRON, JobDefinition.ScheduleKind.EVERY):
         if job.next_due_at and job.next_due_at < now:
             missed, _ = upcoming(job, job.next_due_at - dt.timedelta(microseconds=1), now)
             if missed:

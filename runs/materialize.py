@@ -34,6 +34,16 @@ query: an occurrence inside a window is skipped (the window's name is the
 reason), or held until the window ends (`available_at` is its end, `due_at`
 stays the occurrence), as the window's resume policy says (docs/windows.md).
 
+A job with `remaining_runs` gets at most that many runs; the statement
+that advances its `next_due_at` also spends the count (advance_definitions:
+`remaining_runs - spent`, compared with the value the plan read, on rows the
+pass holds locked; `materialize_job` compares both values too), so two
+schedulers, or two shards' owners during a take-over, cannot both spend it:
+the second finds the row locked or changed and writes nothing, and the
+column's CHECK (>= 0) would refuse an overdraft anyway. At 0 the job has no
+next occurrence. Only inserted runs count: an occurrence the missed-run
+policy, a window or the quota records `skipped` does not.
+
 A tenant at its pending-run quota (jobs.quotas) gets no new runs: the
 occurrences past its room are recorded `skipped` with the reason
 "quota: max_pending_runs", and the schedule moves on. Deferring them
@@ -54,7 +64,7 @@ from django.utils import timezone
 
 from calendars import blackouts
 from calendars.models import Window
-from jobs import cron, quotas
+from jobs import cron, occurrences, quotas
 from jobs.models import SHARDS, JobDefinition, QueuePause
 from runs import metrics, sql
 from runs import shards as shard_leases
@@ -73,6 +83,7 @@ class Plan:
     skipped: list = dataclasses.field(default_factory=list)  # (first, last, count, reason)
     next_due_at: dt.datetime | None = None
     held: dict = dataclasses.field(default_factory=dict)  # due_at -> (available_at, reason): held by a window
+    spent: int = 0  # runs counted against the job's remaining_runs (spend)
 
 
 @dataclasses.dataclass
@@ -87,26 +98,26 @@ class MaterializeResult:
 def upcoming(job, after, until, schedules=None):
     """The job's occurrences strictly after `after` up to `until` inclusive, and the next one after that.
 
-    Asks cron for two at first (an hourly or daily job's look-ahead holds
-    one), then more: each occurrence computed costs (an every-minute job asked
-    for 500 cost 35 ms a pass). `schedules`, a dict shared by the jobs of one
-    pass, keeps each answer by (expression, zone, after, until): the jobs of a
-    burst ask the same few questions.
+    Asks jobs.occurrences for two at first (an hourly or daily job's
+    look-ahead holds one), then more: each occurrence computed costs (an
+    every-minute job asked for 500 cost 35 ms a pass). `schedules`, a dict
+    shared by the jobs of one pass, keeps each answer by (schedule, after,
+    until): the jobs of a burst ask the same few questions.
     """
-    key = (job.cron_expr, job.time_zone, after, until)
+    key = (occurrences.Schedule.of(job), after, until)
     if schedules is not None and key in schedules:
         found, following = schedules[key]
         return list(found), following
-    found, following = _upcoming(job.cron_expr, job.time_zone, after, until)
+    found, following = _upcoming(key[0], after, until)
     if schedules is not None:
         schedules[key] = (tuple(found), following)
     return found, following
 
 
-def _upcoming(expression, zone, after, until):
+def _upcoming(schedule, after, until):
     found, cursor, size = [], after, 2
     while True:
-        batch = cron.occurrences(expression, zone, cursor, size)
+        batch = occurrences.after(schedule, cursor, size)
         for instant in batch:
             if instant > until:
                 return found, instant
@@ -127,6 +138,8 @@ def plan(job, now, horizon, *, cap=None, windows=(), schedules=None):
     """
     cap = cap or settings.DUETIME_MISSED_RUN_CAP
     first = job.next_due_at
+    if job.remaining_runs == 0:  # spent: nothing more to insert (next_due_at is None once it is)
+        return Plan()
     if job.schedule_kind == JobDefinition.ScheduleKind.AT:
         times, following = [first], None
     else:
@@ -142,22 +155,49 @@ def plan(job, now, horizon, *, cap=None, windows=(), schedules=None):
         _apply_missed_policy(job, now, missed, result, cap)
     if held.held:
         result.runs = sorted([*result.runs, *held.held])
+    _within_count(job, result)
     return result
+
+
+def _within_count(job, result):
+    """Keep the first `remaining_runs` runs of the plan; the next pass starts at the first one left out.
+
+    Whether the count is then spent is decided after the quota (`spend`): a
+    run the quota skips does not count, and the schedule goes on from there.
+    """
+    left = job.remaining_runs
+    if left is None or len(result.runs) <= left:
+        return
+    result.next_due_at = result.runs[left]
+    result.runs = result.runs[:left]
+
+
+def spend(job, todo):
+    """Count `todo.runs` against the job's remaining_runs (unsaved: the advance writes it).
+
+    At 0 the job has no next occurrence, and what the plan skipped after its
+    last run is dropped: those occurrences are past the job's end, not skipped.
+    """
+    if job.remaining_runs is None:
+        return
+    todo.spent = len(todo.runs)
+    if job.remaining_runs - todo.spent == 0:
+        todo.next_due_at = None
+        last = todo.runs[-1] if todo.runs else None
+        todo.skipped = [s for s in todo.skipped if last is not None and s[0] <= last]
 
 
 def _hold(job, times, windows, cap):
     if not windows or not times:
         return blackouts.Held(free=list(times))
-    walk = blackouts.Walk(job.cron_expr if job.schedule_kind == JobDefinition.ScheduleKind.CRON else "", job.time_zone)
+    walk = blackouts.Walk.of(job)
     jitter = dt.timedelta(seconds=cron.stable_jitter(job.tenant.name, job.name, job.jitter_seconds))
     return blackouts.hold(times, walk, windows, cap, jitter=jitter)
 
 
 def _after(job, instant):
     """The job's first occurrence after `instant` (None for an `at` job, or a schedule that ends)."""
-    if job.schedule_kind != JobDefinition.ScheduleKind.CRON:
-        return None
-    found = cron.occurrences(job.cron_expr, job.time_zone, instant, 1)
+    found = occurrences.after(occurrences.Schedule.of(job), instant, 1)
     return found[0] if found else None
 
 
@@ -306,20 +346,32 @@ def materialize_jobs(jobs, now, horizon, room, schedules):
     for job in jobs:
         todo = plan(job, now, horizon, windows=windows.get(job.pk, ()), schedules=schedules)
         cap_by_quota(job, todo, room)
+        spend(job, todo)
         rows += rows_for(job, todo, now)
         planned.append((job, todo))
     insert_runs(rows)
     advance_definitions(planned)
     for job, todo in planned:
         job.next_due_at = todo.next_due_at
+        job.remaining_runs = None if job.remaining_runs is None else job.remaining_runs - todo.spent
         metrics.materialized(job, todo.runs, todo.skipped, now)
     return len(jobs), sum(len(t.runs) for _, t in planned), sum(len(t.skipped) for _, t in planned)
 
 
 def advance_definitions(planned):
     """The advance_definitions query: move each job's next_due_at from the value its plan started from
-    to the plan's, for every (job, plan) of `planned` in one statement (the jobs are locked)."""
-    rows = [{"id": job.pk, "was": _utc(job.next_due_at), "next": _utc(todo.next_due_at)} for job, todo in planned]
+    to the plan's, and spend its remaining_runs, for every (job, plan) of `planned` in one statement
+    (the jobs are locked, and the statement compares both values as read)."""
+    rows = [
+        {
+            "id": job.pk,
+            "was": _utc(job.next_due_at),
+            "next": _utc(todo.next_due_at),
+            "left_was": job.remaining_runs,
+            "spent": todo.spent,
+        }
+        for job, todo in planned
+    ]
     sql.execute("advance_definitions", {"rows": json.dumps(rows)})
 
 
@@ -336,14 +388,19 @@ def materialize_job(job, now, horizon, room=None):
     """
     todo = plan(job, now, horizon, windows=Window.objects.by_job([job])[job.pk])
     cap_by_quota(job, todo, room if room is not None else {})
+    spend(job, todo)
+    left = None if job.remaining_runs is None else job.remaining_runs - todo.spent
     with transaction.atomic():
         advanced = JobDefinition.objects.filter(
-            pk=job.pk, status=JobDefinition.Status.ACTIVE, next_due_at=job.next_due_at
-        ).update(next_due_at=todo.next_due_at)
+            pk=job.pk,
+            status=JobDefinition.Status.ACTIVE,
+            next_due_at=job.next_due_at,
+            remaining_runs=job.remaining_runs,
+        ).update(next_due_at=todo.next_due_at, remaining_runs=left)
         if not advanced:
-            return 0, 0  # another scheduler materialised it, or it was paused meanwhile
+            return 0, 0  # another scheduler materialised it, or it was paused or edited meanwhile
         insert_runs(rows_for(job, todo, now))
-    job.next_due_at = todo.next_due_at
+    job.next_due_at, job.remaining_runs = todo.next_due_at, left
     metrics.materialized(job, todo.runs, todo.skipped, now)
     return len(todo.runs), len(todo.skipped)
 

@@ -46,7 +46,7 @@ from django.utils import timezone
 
 from calendars import blackouts, zones
 from calendars.models import Window, ZoneVersion
-from jobs import audit, cron
+from jobs import audit, cron, occurrences
 from jobs.models import AuditEntry, JobDefinition
 from runs import transitions
 from runs.enqueue import build_runs, insert_runs, skipped_rows
@@ -256,6 +256,10 @@ def reprojected(job, future, old, new, now):
     wall = _wall(min(starts), old)
     last_wall = _wall(future[-1].due_at, old) if future else None
     times, following = _walk(job.cron_expr, new, _instant(wall, new) - US, last_wall)
+    schedule = occurrences.Schedule.of(job)  # the job's bounds hold under the new rules too
+    times = [t for t in times if occurrences.within(schedule, t)]
+    if following is not None and job.end_at is not None and following >= job.end_at:
+        following = None
     kept = {r.due_at for r in future}
     return JobMove(
         job=job,
@@ -319,7 +323,7 @@ def _apply(moves, change, row, now, actor):
 def _rows(move, windows, now):
     job = move.job
     jitter = dt.timedelta(seconds=cron.stable_jitter(job.tenant.name, job.name, job.jitter_seconds))
-    walk = blackouts.Walk(job.cron_expr, job.time_zone)
+    walk = blackouts.Walk.of(job)
     held = blackouts.hold(move.inserted, walk, windows, settings.DUETIME_MISSED_RUN_CAP, jitter=jitter)
     due = sorted([*held.free, *(t for t in held.held if t in move.inserted)])
     rows = build_runs(job, due)

@@ -140,7 +140,7 @@ class _Held:
         self.jobs = {pk for pk, found in windows.items() if found}
 
     def __call__(self, job, instants):
-        walk = blackouts.Walk(job.cron_expr, job.time_zone)
+        walk = blackouts.Walk.of(job)
         held = blackouts.hold(instants, walk, self.windows[job.pk], 1000)
         return sorted([*held.free, *(available for available, _ in held.held.values())])
 

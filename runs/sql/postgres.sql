@@ -532,9 +532,12 @@ ORDER BY d.next_due_at, s.shard;
 -- name: advance_definitions
 -- materialize.advance_definitions (materialize.materialize_jobs): move the next_due_at of a shard's
 -- materialised jobs forward, one statement for all of them (one JSON object per job: its id, the
--- value its plan started from, the new one or null), where Django's bulk_update builds a CASE of
--- one branch per job. Compare-and-set on the old value; the pass holds the rows' locks anyway.
+-- value its plan started from, the new one or null, its remaining_runs as read and the runs the
+-- plan inserted), where Django's bulk_update builds a CASE of one branch per job. Compare-and-set
+-- on both old values; the pass holds the rows' locks anyway. remaining_runs - spent stays NULL for
+-- a job without a count, and the column's CHECK (>= 0) refuses to spend a run it does not have.
 UPDATE jobs_jobdefinition j
-SET next_due_at = v.next AT TIME ZONE 'UTC'
-FROM jsonb_to_recordset(%(rows)s::jsonb) AS v(id bigint, was timestamp, next timestamp)
-WHERE j.id = v.id AND j.next_due_at = v.was AT TIME ZONE 'UTC';
+SET next_due_at = v.next AT TIME ZONE 'UTC', remaining_runs = j.remaining_runs - v.spent
+FROM jsonb_to_recordset(%(rows)s::jsonb) AS v(id bigint, was timestamp, next timestamp, left_was int, spent int)
+WHERE j.id = v.id AND j.next_due_at = v.was AT TIME ZONE 'UTC'
+  AND j.remaining_runs IS NOT DISTINCT FROM v.left_was;

@@ -399,10 +399,13 @@ ORDER BY first_due, shard;
 -- name: advance_definitions
 -- materialize.advance_definitions (materialize.materialize_jobs): move the next_due_at of a shard's
 -- materialised jobs forward in one statement (one JSON object per job: id, old value, new value or
--- null, as UTC text, the form the backend stores); compare-and-set on the old value.
+-- null, as UTC text, the form the backend stores; its remaining_runs as read and the runs inserted);
+-- compare-and-set on both old values. remaining_runs - spent stays NULL for a job without a count.
 UPDATE jobs_jobdefinition
-SET next_due_at = v.next
+SET next_due_at = v.next, remaining_runs = jobs_jobdefinition.remaining_runs - v.spent
 FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.was') AS was,
-             json_extract(value, '$.next') AS next
+             json_extract(value, '$.next') AS next, json_extract(value, '$.left_was') AS left_was,
+             json_extract(value, '$.spent') AS spent
       FROM json_each(%(rows)s)) AS v
-WHERE jobs_jobdefinition.id = v.id AND jobs_jobdefinition.next_due_at = v.was;
+WHERE jobs_jobdefinition.id = v.id AND jobs_jobdefinition.next_due_at = v.was
+  AND jobs_jobdefinition.remaining_runs IS v.left_was;

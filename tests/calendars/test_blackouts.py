@@ -11,6 +11,7 @@ import pytest
 
 from calendars import blackouts
 from calendars.models import Calendar, Window
+from jobs.occurrences import Schedule
 
 UTC = dt.UTC
 
@@ -81,7 +82,7 @@ def test_touching_windows_merge_into_one_span_with_the_strictest_policy():
 
 
 def test_hold_fetches_the_occurrences_of_a_window_past_the_lookahead():
-    walk = blackouts.Walk("*/10 * * * *", "UTC")
+    walk = blackouts.Walk(Schedule("cron", cron_expr="*/10 * * * *"))
     window = one_off(at(2026, 6, 1, 9, 5), at(2026, 6, 1, 10), policy="run_once")
     held = blackouts.hold([at(2026, 6, 1, 9, 0), at(2026, 6, 1, 9, 10)], walk, [window], cap=1000)
     assert held.free == [at(2026, 6, 1, 9, 0)]
@@ -95,7 +96,7 @@ def test_hold_fetches_the_occurrences_of_a_window_past_the_lookahead():
 
 def test_a_window_too_long_to_count_still_runs_its_latest_occurrence(monkeypatch):
     monkeypatch.setattr(blackouts, "WALK_LIMIT", 300)
-    walk = blackouts.Walk("* * * * *", "UTC")
+    walk = blackouts.Walk(Schedule("cron", cron_expr="* * * * *"))
     window = one_off(at(2026, 6, 1), at(2026, 6, 2), policy="run_once")
     held = blackouts.hold([at(2026, 6, 1, 0, 0)], walk, [window], cap=1000)
     assert list(held.held) == [at(2026, 6, 1, 23, 59)]

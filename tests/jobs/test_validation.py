@@ -1,5 +1,7 @@
 """One validation path: code, admin and API get the same messages; nothing invalid is stored."""
 
+import datetime as dt
+
 import pytest
 from django.core.exceptions import ValidationError
 
@@ -20,6 +22,9 @@ def definition(tenant, **fields):
     )
     values.update(fields)
     return JobDefinition(**values)
+
+
+JAN = dt.datetime(2027, 1, 1, tzinfo=dt.UTC)
 
 
 def errors_of(job):
@@ -67,6 +72,17 @@ def test_it_refuses_an_unknown_time_zone(acme):
         ({"cron_expr": ""}, "cron_expr"),
         ({"concurrency": 0}, "concurrency"),
         ({"jitter_seconds": 7200}, "jitter_seconds"),
+        ({"schedule_kind": "every", "cron_expr": ""}, "every_seconds"),
+        ({"schedule_kind": "every", "cron_expr": "", "every_seconds": 0}, "every_seconds"),
+        ({"schedule_kind": "every", "cron_expr": "", "every_seconds": 366 * 86400 + 1}, "every_seconds"),
+        ({"every_seconds": 60}, "every_seconds"),
+        ({"start_at": JAN, "end_at": JAN}, "end_at"),
+        ({"start_at": JAN, "end_at": JAN - dt.timedelta(seconds=1)}, "end_at"),
+        ({"schedule_kind": "at", "cron_expr": "", "run_at": JAN, "start_at": JAN + dt.timedelta(hours=1)}, "run_at"),
+        ({"schedule_kind": "at", "cron_expr": "", "run_at": JAN, "end_at": JAN}, "run_at"),
+        ({"schedule_kind": "none", "cron_expr": "", "remaining_runs": 3}, "remaining_runs"),
+        ({"schedule_kind": "none", "cron_expr": "", "end_at": JAN}, "end_at"),
+        ({"remaining_runs": -1}, "remaining_runs"),
     ],
 )
 def test_it_refuses_each_bad_field_with_its_name(acme, fields, field):
@@ -290,3 +306,30 @@ def test_it_does_not_wait_on_a_slow_resolver_at_save(acme, dns, monkeypatch):
 def test_it_says_what_is_wrong_with_an_http_target(acme, url, says):
     (message,) = errors_of(http_job(acme, url))["target_ref"]
     assert message.startswith(f"'{url}' is not an http(s) URL") and says in message
+
+
+def test_it_says_how_to_fix_a_period_under_a_second_and_an_end_before_the_start(acme):
+    errors = errors_of(definition(acme, schedule_kind="every", cron_expr="", every_seconds=0))
+    assert errors["every_seconds"] == ["the period must be between 1 second and 31622400 seconds (366 days), got 0"]
+    errors = errors_of(definition(acme, start_at=JAN, end_at=JAN - dt.timedelta(days=1)))
+    assert errors["end_at"] == [
+        "must be after start_at (2027-01-01T00:00:00+00:00): the schedule would have no occurrence"
+    ]
+
+
+def test_it_accepts_an_every_schedule_with_bounds_and_a_count(acme):
+    job = definition(
+        acme, schedule_kind="every", cron_expr="", every_seconds=1, start_at=JAN, end_at=JAN + dt.timedelta(1)
+    )
+    job.remaining_runs = 10
+    job, _ = save_definition(job, "test")
+    assert job.next_due_at == JAN
+
+
+def test_the_database_refuses_an_every_job_without_a_period_and_an_end_before_its_start(acme):
+    from django.db import IntegrityError, transaction
+
+    job, _ = save_definition(definition(acme, schedule_kind="every", cron_expr="", every_seconds=60), "test")
+    for fields in ({"every_seconds": None}, {"start_at": JAN, "end_at": JAN}):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            JobDefinition.objects.filter(pk=job.pk).update(**fields)
