@@ -42,7 +42,7 @@ def check_payload(payload):
         size = payload_size(payload)  # also refuses lone surrogates (UnicodeEncodeError)
     except (TypeError, ValueError, RecursionError) as exc:
         return f"must be JSON ({exc.__class__.__name__}: {str(exc)[:200]})"
-    if _has_nul(payload):
+    if has_nul(payload):
         return "must not contain the NUL character (\\u0000): PostgreSQL cannot store it in JSON"
     limit = settings.DUETIME_MAX_PAYLOAD_BYTES
     if size > limit:
@@ -62,13 +62,22 @@ def payload_credential(payload):
     return None
 
 
-def _has_nul(value):
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
+def has_nul(value):
+    """True when a string of the JSON value `value` (a key or a value) holds the NUL character.
+
+    Iterative: a value nested as deep as any door lets through never overflows the stack here.
+    """
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
     return False
 
 

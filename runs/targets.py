@@ -4,8 +4,13 @@ A `python` target is a registered Django task (jobs.registry, docs/tasks.md):
 the payload is passed as keyword arguments, and a task declared with
 `takes_context=True` first receives a `Context`. A task returns normally to
 succeed (what it returns is stored on the attempt: JSON of at most
-DUETIME_MAX_PAYLOAD_BYTES, or the attempt fails for good), raises `PermanentError` to skip the remaining attempts, and anything
-else to fail with a retry (while attempts are left). Execution may happen
+DUETIME_MAX_PAYLOAD_BYTES; anything else fails the attempt for good, as
+`builtins.TypeError` when it is not JSON), raises `PermanentError` to skip
+the remaining attempts, and anything else to fail with a retry (while
+attempts are left). "Anything" includes what is not an Exception:
+SystemExit, KeyboardInterrupt or GeneratorExit raised by a task fails its
+attempt like any error, with its class path and traceback; it never ends
+the worker's thread or child, nor leaves the run running. Execution may happen
 more than once for one run: tasks make a repeat harmless with
 `context.idempotency_key`, and pass `context.fencing_token` to stores that can
 refuse stale writers.
@@ -33,6 +38,7 @@ from django.utils import timezone
 
 from jobs import addresses, registry
 from jobs.models import Tenant
+from jobs.validation import has_nul
 
 HTTP_RETRYABLE = {408, 429}
 # The target kinds run_worker executes; it never claims the others (external workers lease theirs over HTTP).
@@ -131,17 +137,14 @@ class Outcome:
 
 
 class BadReturnValue(Exception):
-    """A task returned what cannot be stored: not JSON, or larger than DUETIME_MAX_PAYLOAD_BYTES."""
+    """A task returned JSON larger than DUETIME_MAX_PAYLOAD_BYTES (what is not JSON raises TypeError)."""
 
 
 def execute(kind, ref, run, timeout_seconds):
-    """Run one attempt (`run`: an Attempt) and classify its result; never raises."""
+    """Run one attempt (`run`: an Attempt) and classify its result; never raises, whatever the task raised."""
     try:
         if kind == "python":
-            returned = call_task(ref, run)
-            if returned is not None:
-                check_return_value(returned)
-                return Outcome("succeeded", return_value=returned)
+            return _stored(call_task(ref, run))
         elif kind == "http":
             post(ref, run, timeout_seconds)
         else:
@@ -154,9 +157,20 @@ def execute(kind, ref, run, timeout_seconds):
         return Outcome("failed", str(exc), retryable=False)
     except TimeoutError as exc:
         return Outcome("timed_out", f"timed out: {exc}")
-    except Exception as exc:  # noqa: BLE001 - a handler's failure is data, not a crash
-        return Outcome("failed", _short_trace(exc))
+    except BaseException as exc:  # noqa: BLE001 - a handler's failure is data, not a crash; SystemExit too
+        return Outcome("failed", describe(exc))
     return Outcome("succeeded")
+
+
+def _stored(returned):
+    """The outcome of a task that returned `returned`: succeeded, carrying it, or failed for good (not JSON)."""
+    if returned is None:
+        return Outcome("succeeded")
+    try:
+        check_return_value(returned)
+    except TypeError as exc:  # the value's, not the task's: another attempt would return the same
+        return Outcome("failed", describe(exc), retryable=False)
+    return Outcome("succeeded", return_value=returned)
 
 
 def call_task(ref, run):
@@ -176,17 +190,28 @@ def call_task(ref, run):
 
 
 def check_return_value(value):
-    """Raise BadReturnValue unless `value` encodes as JSON within DUETIME_MAX_PAYLOAD_BYTES."""
-    try:
-        encoded = json.dumps(value, allow_nan=False, separators=(",", ":")).encode()
-    except (TypeError, ValueError) as exc:
-        raise BadReturnValue(f"the task's return value cannot be stored: it is not JSON ({exc})") from exc
+    """Raise TypeError unless `value` is JSON, BadReturnValue when it is larger than DUETIME_MAX_PAYLOAD_BYTES.
+
+    Like Django's own backends, a value that is not JSON fails as
+    `builtins.TypeError`, with the traceback of the encoding that refused it.
+    """
+    encoded = _encode(value)
+    if has_nul(value):  # PostgreSQL's jsonb cannot hold it: the completion itself would fail, again and again
+        raise BadReturnValue("the task's return value cannot be stored: it contains the NUL character (\\u0000)")
     limit = settings.DUETIME_MAX_PAYLOAD_BYTES
     if len(encoded) > limit:
         raise BadReturnValue(
             f"the task's return value cannot be stored: {len(encoded)} bytes of JSON, "
             f"more than DUETIME_MAX_PAYLOAD_BYTES ({limit})"
         )
+
+
+def _encode(value):
+    """Compact UTF-8 JSON; TypeError for NaN, a cycle, a set, an object, a lone surrogate (not storable)."""
+    try:
+        return json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise TypeError(f"the task's return value is not JSON: {exc}") from exc
 
 
 @functools.cache
@@ -213,10 +238,20 @@ def _context(task, run):
     return Context(task_result=result, run=run)
 
 
-def _short_trace(exc):
-    """The error first (what the portal shows), then the innermost frames."""
-    trace = "".join(traceback.format_exception(exc, limit=-3))
-    return f"{exc.__class__.__name__}: {exc}\n\n{trace}"[:4000]
+def describe(exc):
+    """An exception as an attempt's error: the error first (what the portal shows), then the innermost frames.
+
+    Never raises, whatever the exception: a task's exception whose str() fails is told by its class alone.
+    """
+    try:
+        message = str(exc)
+    except BaseException:  # noqa: BLE001 - tenant code's __str__
+        message = "<the exception's str() failed>"
+    try:
+        trace = "".join(traceback.format_exception(exc, limit=-3))
+    except BaseException:  # noqa: BLE001 - formatting runs tenant code too (__str__, notes)
+        trace = ""
+    return f"{exc.__class__.__name__}: {message}\n\n{trace}"[:4000]
 
 
 class GuardedHTTPConnection(http.client.HTTPConnection):

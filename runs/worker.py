@@ -48,6 +48,11 @@ class SlotThreads:
     put. A thread is started when a submit finds none idle, up to `size`.
     `shutdown` drops what no thread took yet (its lease is released by the
     worker or expires) and lets the running ones finish on their own.
+
+    A slot outlives whatever its task raises (the worker's `_execute` never
+    raises; this is the last line): the thread logs it and takes the next
+    task. A thread that ended anyway is replaced at the next submit, so the
+    pool keeps `size` threads.
     """
 
     def __init__(self, size):
@@ -61,6 +66,7 @@ class SlotThreads:
     def submit(self, fn, *args):
         with self.lock:
             self.busy += 1
+            self.threads = [thread for thread in self.threads if thread.is_alive()]
             if self.busy > len(self.threads) and len(self.threads) < self.size:
                 thread = threading.Thread(target=self._serve, name=f"duetime-run_{len(self.threads)}", daemon=True)
                 self.threads.append(thread)
@@ -85,9 +91,13 @@ class SlotThreads:
                 connection.close()  # this thread's own, if a handler or a heartbeat opened one
                 return
             fn, args = task
-            fn(*args)  # the worker's _execute never raises
-            with self.lock:
-                self.busy -= 1
+            try:
+                fn(*args)  # the worker's _execute never raises
+            except BaseException:  # noqa: BLE001 - the slot must outlive any task; SystemExit included
+                log.exception("a worker thread's task raised; the thread carries on")
+            finally:
+                with self.lock:
+                    self.busy -= 1
 
 
 @dataclasses.dataclass
@@ -296,10 +306,22 @@ class Worker:
             self.pool.submit(self._execute, lease, ctx)
 
     def _execute(self, lease, ctx):
-        """In a pool thread: run the attempt here (the `threads` pool)."""
-        outcome = targets.execute(lease.target_kind, lease.target_ref, ctx, lease.timeout_seconds)  # never raises
+        """In a pool thread: run the attempt here (the `threads` pool). Always reports an outcome; never raises.
+
+        targets.execute fails the attempt for whatever its handler raised
+        (SystemExit, KeyboardInterrupt, GeneratorExit too); should anything
+        still escape, the attempt fails with it here rather than staying in
+        flight, its lease heartbeated, with no handler left to finish it.
+        """
+        try:
+            outcome = targets.execute(lease.target_kind, lease.target_ref, ctx, lease.timeout_seconds)
+        except BaseException as exc:  # noqa: BLE001 - see the docstring
+            outcome = targets.Outcome("failed", targets.describe(exc))
         self._finished(lease.run_id, outcome)
-        close_old_connections()  # a connection that broke during the run is not kept for the next one
+        try:
+            close_old_connections()  # a connection that broke during the run is not kept for the next one
+        except DATABASE_ERRORS:
+            log.warning("run %s: closing the thread's database connection failed", lease.run_id, exc_info=True)
 
     def _finished(self, run_id, outcome):
         """From a pool thread or the child pool's watcher: hand the outcome to the main thread."""

@@ -41,3 +41,15 @@ def hold(context, report, seconds):
     if context.attempt == 1:
         time.sleep(seconds)
     _record(report, context, "ended")
+
+
+@task
+def exits():
+    """Tenant code that ends "its" process: the attempt fails as SystemExit; the Celery child carries on."""
+    raise SystemExit(3)
+
+
+@task
+def returns_a_set():
+    """Returns what JSON cannot hold: the attempt fails as TypeError."""
+    return {1, 2}

@@ -4,6 +4,7 @@ The test tenants (tests/conftest.py) are allowed the `tests.handlers` prefix.
 """
 
 import asyncio
+import builtins
 import json
 import os
 import time
@@ -114,3 +115,25 @@ def returns_a_set():
 def returns(value):
     """Returns `value` (a return value the size of the payload)."""
     return value
+
+
+@task
+def raises(what, message=""):
+    """Raises the built-in exception named `what` (SystemExit, KeyboardInterrupt, GeneratorExit, ...)."""
+    raise getattr(builtins, what)(message)
+
+
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("tenant code's __str__ failed")
+
+
+@task
+def raises_unprintable():
+    raise Unprintable()
+
+
+@task
+def returns_nul():
+    """Returns text PostgreSQL's jsonb cannot hold."""
+    return {"text": "a\x00b"}

@@ -56,6 +56,7 @@ def queue():
 
 def celery_job(tenant, queue, name="reports.build", **fields):
     fields.setdefault("target_ref", f"{HANDLERS}.record")
+    fields.setdefault("max_attempts", 5)
     job = JobDefinition(
         tenant=tenant,
         name=name,
@@ -63,7 +64,6 @@ def celery_job(tenant, queue, name="reports.build", **fields):
         target_kind="celery",
         queue=queue,
         overlap_policy="allow",
-        max_attempts=5,
         retry_base_seconds=0,
         retry_max_seconds=0,
         shard=shard_for(tenant.name, name),
@@ -375,3 +375,39 @@ def test_it_loses_nothing_and_runs_nothing_early_across_a_broker_restart(initech
         assert "Connection to broker lost" in worker.output()  # the restart did cut the worker off
     assert "runs failed" in fleet.outputs["dispatcher"][1]  # and the dispatcher: it released, then went on
     assert_every_run_ran_on_time_once_accepted(runs, tmp_path)
+
+
+def test_a_handler_that_raises_system_exit_or_returns_no_json_fails_its_attempt_and_the_worker_serves_on(
+    initech, queue, tmp_path
+):
+    exits = celery_job(initech, queue, "reports.exit", target_ref=f"{HANDLERS}.exits", max_attempts=1)
+    odd = celery_job(initech, queue, "reports.odd", target_ref=f"{HANDLERS}.returns_a_set", max_attempts=1)
+    fine = celery_job(initech, queue, payload={"report": str(tmp_path)})
+    failing = [enqueue.enqueue(job)[0] for job in (exits, exits, exits, odd)]  # more than the worker's 2 children
+    try:
+        with Fleet(queue, RABBITMQ, tmp_path) as fleet:
+            fleet.worker("cel-exits")
+            fleet.dispatcher()  # no reaper: nothing but the attempts' own completions ends these runs
+            wait_until(
+                lambda: Run.objects.filter(pk__in=[r.pk for r in failing], state="dead").count() == 4,
+                timeout=60,
+                message="the failing runs to be dead",
+            )
+            after = [enqueue.enqueue(fine)[0] for _ in range(4)]
+            wait_until(
+                lambda: Run.objects.filter(pk__in=[r.pk for r in after], state="succeeded").count() == 4,
+                timeout=60,
+                message="the runs after them to succeed",
+            )
+    finally:
+        delete_queue(RABBITMQ, queue)
+    for run in failing:
+        [attempt] = Attempt.objects.filter(run=run)
+        assert attempt.outcome == "failed" and "Traceback (most recent call last)" in attempt.error
+        assert celery_task.executor(attempt.worker_id), "it ran in Celery, not reaped"
+    assert [Attempt.objects.get(run=run).error.split(":")[0] for run in failing] == [
+        "SystemExit",
+        "SystemExit",
+        "SystemExit",
+        "TypeError",
+    ]

@@ -10,7 +10,9 @@ import threading
 import pytest
 
 from runs import targets
+from runs.models import Attempt as AttemptRow
 from runs.targets import Attempt
+from tasks_backend import results
 from tests.fixtures.network import Listener
 
 
@@ -83,10 +85,38 @@ def test_it_runs_an_async_task_to_completion():
     assert (outcome.outcome, outcome.return_value) == ("succeeded", {"sum": 5})
 
 
-def test_it_fails_without_retries_a_return_value_that_is_not_json():
+def test_it_fails_without_retries_a_return_value_that_is_not_json_as_a_type_error_with_its_traceback():
     outcome = targets.execute("python", "tests.handlers.returns_a_set", context(payload={}), 10)
     assert (outcome.outcome, outcome.retryable, outcome.return_value) == ("failed", False, None)
-    assert "the task's return value cannot be stored: it is not JSON" in outcome.error
+    assert outcome.error.startswith("TypeError: the task's return value is not JSON: Object of type set")
+    assert "Traceback (most recent call last)" in outcome.error
+    assert exception_class_path(outcome) == "builtins.TypeError"
+
+
+def test_it_fails_without_retries_a_return_value_the_database_cannot_hold():
+    outcome = targets.execute("python", "tests.handlers.returns_nul", context(payload={}), 10)
+    assert (outcome.outcome, outcome.retryable) == ("failed", False)
+    assert "the task's return value cannot be stored: it contains the NUL character" in outcome.error
+
+
+@pytest.mark.parametrize("what", ["SystemExit", "KeyboardInterrupt", "GeneratorExit"])
+def test_it_fails_an_attempt_whose_task_raises_what_is_not_an_exception_with_its_class_and_traceback(what):
+    outcome = targets.execute("python", "tests.handlers.raises", context(payload={"what": what, "message": "3"}), 10)
+    assert (outcome.outcome, outcome.retryable) == ("failed", True)
+    assert outcome.error.startswith(f"{what}: 3")
+    assert "Traceback (most recent call last)" in outcome.error and "tests/handlers.py" in outcome.error
+    assert exception_class_path(outcome) == f"builtins.{what}"
+
+
+def test_it_describes_an_exception_whose_str_fails():
+    outcome = targets.execute("python", "tests.handlers.raises_unprintable", context(payload={}), 10)
+    assert outcome.outcome == "failed"
+    assert outcome.error.startswith("Unprintable: <the exception's str() failed>")
+
+
+def exception_class_path(outcome):
+    """The class path Django's TaskResult would show for this outcome (tasks_backend.results)."""
+    return results.exception_class_path(AttemptRow(outcome=outcome.outcome, error=outcome.error))
 
 
 def test_it_fails_without_retries_a_return_value_larger_than_a_payload(settings):

@@ -1,6 +1,8 @@
 """The worker step, in-process (threads, the real database): claim, execute, heartbeat, complete, drain."""
 
 import datetime as dt
+import queue
+import threading
 
 import pytest
 from django.db import OperationalError
@@ -9,7 +11,7 @@ from django.utils import timezone
 from jobs.models import JobDefinition, Tenant
 from runs import consumers, enqueue, ledger, transitions
 from runs.models import Attempt, Run
-from runs.worker import POOLS, Worker
+from runs.worker import POOLS, SlotThreads, Worker
 from tests.notify.receiver import Receiver, serve
 from tests.waiting import wait_until
 
@@ -244,3 +246,22 @@ def test_it_stops_calling_a_private_network_at_the_next_execution_once_it_is_rem
     assert refused in Run.objects.get(pk=second.pk).last_error
     entries = ledger.ledger(job, minute - dt.timedelta(minutes=2), minute, timezone.now()).entries
     assert [(e.fate, refused in e.detail) for e in entries] == [("ran", False), ("dead", True)]
+
+
+def test_a_pool_thread_outlives_whatever_its_task_raises_and_the_pool_keeps_its_size():
+    pool = SlotThreads(2)
+    met = queue.SimpleQueue()
+    barrier = threading.Barrier(2, timeout=10)
+
+    def ends():
+        raise SystemExit(1)  # the worker's _execute never raises: the pool's own last line of defence
+
+    try:
+        for _ in range(3):
+            pool.submit(ends)
+        for _ in range(2):  # two tasks that can only finish together: both slots are still there
+            pool.submit(lambda: met.put(barrier.wait()))
+        assert sorted(met.get(timeout=15) for _ in range(2)) == [0, 1]
+    finally:
+        pool.shutdown()
+        pool.join(5)

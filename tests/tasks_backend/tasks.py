@@ -5,6 +5,9 @@ registered through DUETIME_TASK_MODULES (tests/environment.py), so `run_worker` 
 """
 
 import asyncio
+import sys
+import time
+from pathlib import Path
 
 from django.tasks import TaskContext, task
 
@@ -79,6 +82,39 @@ def test_context(context, attempt):
     assert isinstance(context, TaskContext)
     assert context.attempt == attempt
     return {"attempt": context.attempt, "run_id": context.run_id, "fencing_token": context.fencing_token}
+
+
+@task(backend="duetime")
+def exits():
+    """Tenant code that ends "its" process: Django's own backends record builtins.SystemExit."""
+    sys.exit(3)
+
+
+@task(backend="duetime")
+def interrupted():
+    raise KeyboardInterrupt("raised by the handler, not typed by anyone")
+
+
+@task(backend="duetime")
+def generator_exit():
+    raise GeneratorExit
+
+
+@task(backend="duetime")
+def returns_a_set():
+    return {1, 2}
+
+
+@task(backend="duetime", takes_context=True)
+def meet(context, directory, count):
+    """Arrive in `directory`, then wait (30 s at most) until `count` tasks have: they ran at the same time."""
+    Path(directory, context.task_result.id).touch()
+    deadline = time.monotonic() + 30
+    while len(list(Path(directory).iterdir())) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only {len(list(Path(directory).iterdir()))} of {count} tasks ran at once")
+        time.sleep(0.05)
+    return count
 
 
 def not_a_task():

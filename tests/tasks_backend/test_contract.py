@@ -24,6 +24,7 @@ from jobs.definitions import save_definition
 from jobs.models import JobDefinition
 from runs.models import Run
 from runs.targets import PermanentError
+from runs.worker import POOLS
 from tests.conftest import engine_env
 from tests.tasks_backend import tasks
 from tests.tasks_backend.tasks import BillingError
@@ -37,8 +38,18 @@ FAST = {"DUETIME_LEASE_SECONDS": 5, "DUETIME_HEARTBEAT_SECONDS": 1, "DUETIME_POL
 @pytest.fixture
 def worker(initech):
     """A real `run_worker` serving the contract tasks' queues, stopped when the test ends."""
+    yield from run_worker()
+
+
+@pytest.fixture(params=POOLS)
+def two_slots(initech, request):
+    """A real `run_worker` with two slots, in each pool."""
+    yield from run_worker("--concurrency", "2", "--pool", request.param)
+
+
+def run_worker(*args):
     proc = subprocess.Popen(
-        [sys.executable, "manage.py", "run_worker", "--queues", "default,emails", "--skip-checks"],
+        [sys.executable, "manage.py", "run_worker", "--queues", "default,emails", "--skip-checks", *args],
         env=engine_env(**FAST),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -153,6 +164,33 @@ def test_it_names_the_projects_own_exception_classes(worker):
     assert own.errors[0].exception_class is BillingError
     assert "the cause" in own.errors[0].traceback  # the chained cause is kept
     assert permanent.errors[0].exception_class is PermanentError
+
+
+def test_a_task_that_raises_what_is_not_an_exception_fails_and_its_slot_serves_on(two_slots, tmp_path):
+    # More of them than the worker has slots: each slot must survive its handler.
+    ended = [tasks.exits, tasks.interrupted, tasks.generator_exit]
+    results = [finished(t.enqueue(), timeout=60) for t in ended]
+
+    for result, path in zip(results, ["builtins.SystemExit", "builtins.KeyboardInterrupt", "builtins.GeneratorExit"]):
+        assert result.status == TaskResultStatus.FAILED
+        [error] = result.errors
+        assert error.exception_class_path == path
+        assert "Traceback (most recent call last)" in error.traceback
+        assert "tests/tasks_backend/tasks.py" in error.traceback  # the handler's own frame
+    # The worker keeps both of its slots: two tasks that wait for each other both finish.
+    met = [finished(r, timeout=60) for r in [tasks.meet.enqueue(str(tmp_path), 2) for _ in range(2)]]
+    assert [r.return_value for r in met] == [2, 2]
+    assert two_slots.poll() is None, "the worker is still running"
+
+
+def test_a_return_value_that_is_not_json_fails_as_a_type_error_with_its_traceback(worker):
+    result = finished(tasks.returns_a_set.enqueue(), timeout=60)
+
+    assert result.status == TaskResultStatus.FAILED
+    [error] = result.errors
+    assert error.exception_class_path == "builtins.TypeError"
+    assert "Traceback (most recent call last)" in error.traceback
+    assert "Object of type set is not JSON serializable" in error.traceback
 
 
 def test_it_lands_failed_runs_in_the_dead_letter_queue(worker):

@@ -6,7 +6,7 @@ import pytest
 from django.tasks import TaskResultStatus
 
 from runs.models import Attempt, Run
-from runs.targets import _short_trace
+from runs.targets import describe
 from tasks_backend import results
 from tests.tasks_backend import tasks
 from tests.tasks_backend.tasks import BillingError
@@ -41,7 +41,7 @@ def raised(exc):
     try:
         raise exc
     except Exception as caught:  # noqa: BLE001
-        return _short_trace(caught)
+        return describe(caught)
 
 
 @pytest.mark.parametrize(
@@ -97,7 +97,7 @@ def test_it_reads_the_exception_class_back_from_the_stored_traceback():
     try:
         chained()
     except BillingError as exc:
-        chained_text = _short_trace(exc)
+        chained_text = describe(exc)
 
     assert results.exception_class_path(attempt(1, "failed", chained_text)) == "tests.tasks_backend.tasks.BillingError"
     assert results.exception_class_path(attempt(1, "failed", raised(ValueError("v")))) == "builtins.ValueError"
