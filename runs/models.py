@@ -364,6 +364,28 @@ class Counter(models.Model):
     value = models.BigIntegerField(default=0)
 
 
+class Generation(models.Model):
+    """The restore generation: one row (id 1), the high bits of every fencing token (runs/generations.py).
+
+    Bumped by `manage.py after_restore` and, on PostgreSQL, by the first
+    connection of any process to a server that is not the one `server` names
+    (system identifier / timeline / database oid): a restore, a promotion, a
+    dump loaded elsewhere. Written only by the bump_generation query.
+    """
+
+    id = models.SmallIntegerField(primary_key=True, default=1)
+    number = models.BigIntegerField(default=0)
+    server = models.CharField(max_length=100, blank=True)  # PostgreSQL: "system identifier/timeline/db oid"
+    changed_at = models.DateTimeField(null=True)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="generation_one_row")]
+
+    def __str__(self):
+        return f"restore generation {self.number}"
+
+
 class RollupCursor(models.Model):
     """How far the rollup has read a source table (the last id folded in)."""
 

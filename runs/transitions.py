@@ -30,13 +30,14 @@ import json
 import random
 
 from django.db import OperationalError, connection, transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from dlq.models import DeadLetter
 from jobs import secrets
 from jobs.models import JobDefinition
-from runs import metrics, move_log, partitions, sql
+from runs import generations, metrics, move_log, partitions, sql
 from runs.models import CLAIMABLE_STATES, HISTORY_STATES, OPEN_DAY, Attempt, Run
 
 S = Run.State
@@ -340,7 +341,7 @@ def release(run_id, fencing_token, *, why="released unfinished by a worker shutt
             .filter(pk=run_id, fencing_token=fencing_token, state=S.LEASED, **holder)
             .first()
         )
-        if held is None:
+        if held is None or fencing_token < generations.first_token(generations.current()):
             return 0
         return _move(
             Run.objects.filter(pk=run_id, fencing_token=fencing_token),
@@ -351,6 +352,25 @@ def release(run_id, fencing_token, *, why="released unfinished by a worker shutt
             available_at=max(now, held.available_at),
             last_error=why,
         )
+
+
+@moves((S.LEASED, S.SCHEDULED), (S.LEASED, S.RETRY_WAIT))
+def release_older_generations(*, why, now=None):
+    """After a restore (manage.py after_restore): give back every lease of an earlier restore generation.
+
+    Their holders are refused from now on (their tokens are stale), and what
+    the restored rows say about those attempts cannot be trusted: each run is
+    claimable again at once with the attempt uncounted, as `release` does, and
+    runs again with its idempotency key. Returns how many runs were released.
+    """
+    now = now or timezone.now()
+    older = Run.objects.filter(history_day=OPEN_DAY, fencing_token__lt=generations.first_token(generations.current()))
+    values = {"attempt": F("attempt") - 1, "lease_expires_at": None, "last_error": why}
+    values["available_at"] = Greatest(Value(now), F("available_at"))
+    with transaction.atomic():
+        first = _move(older.filter(attempt__lte=1), S.LEASED, S.SCHEDULED, **values)
+        later = _move(older.filter(attempt__gt=1), S.LEASED, S.RETRY_WAIT, **values)
+    return first + later
 
 
 # --- policies and operators ----------------------------------------------------

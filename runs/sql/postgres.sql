@@ -202,6 +202,8 @@ SET lease_expires_at = least(
         coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => %(lease)s),
         started_at + make_interval(secs => timeout_seconds))
 WHERE id = %(id)s AND history_day = '9999-12-31' AND fencing_token = %(token)s
+  -- A token of an older restore generation (runs/generations.py) is stale whatever the row says.
+  AND fencing_token >= (SELECT coalesce(max(number), 0) << 40 FROM runs_generation)
   -- `state || ''`: not the partial index's predicate, so this stays a
   -- primary-key lookup even when run_leased_by_owner's statistics say empty.
   AND state || '' = 'leased'
@@ -226,6 +228,8 @@ WITH input AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(outcomes)s::text[],
                          %(errors)s::text[], %(retryable)s::boolean[], %(results)s::text[])
            AS i(id, token, outcome, error, retryable, result)
+    -- A token of an older restore generation (runs/generations.py) is stale whatever the row says.
+    WHERE i.token >= (SELECT coalesce(max(number), 0) << 40 FROM runs_generation)
 ),
 day AS (
     SELECT coalesce(
@@ -457,6 +461,7 @@ SET worker_id = %(worker)s,
         + make_interval(secs => least(%(lease)s, timeout_seconds))
 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
 WHERE id = %(id)s AND history_day = '9999-12-31' AND fencing_token = %(token)s AND worker_id = %(dispatched_by)s
+  AND fencing_token >= (SELECT coalesce(max(number), 0) << 40 FROM runs_generation)  -- not of an older restore generation
   -- `state || ''`: a primary-key lookup, as in heartbeat.
   AND state || '' = 'leased'
 RETURNING lease_expires_at;
@@ -541,3 +546,37 @@ SET next_due_at = v.next AT TIME ZONE 'UTC', remaining_runs = j.remaining_runs -
 FROM jsonb_to_recordset(%(rows)s::jsonb) AS v(id bigint, was timestamp, next timestamp, left_was int, spent int)
 WHERE j.id = v.id AND j.next_due_at = v.was AT TIME ZONE 'UTC'
   AND j.remaining_runs IS NOT DISTINCT FROM v.left_was;
+
+-- name: bump_generation
+-- generations.bump_generation (manage.py after_restore: %(force)s) and generations.follow_server (every new
+-- connection: only when the server is not the one recorded): the next restore generation, and the
+-- fencing token sequence moved to its first token, (generation << 40), above every token any
+-- earlier generation issued on any server. One statement, so concurrent callers serialise on the
+-- row: the second one finds the server recorded and changes nothing. The server is named by
+-- its system identifier (another cluster: a dump loaded elsewhere, an upgrade), its timeline (a
+-- promotion, a point-in-time restore) and the database's oid (a dump loaded into a new database).
+-- No row (a schema older than the table's data, never in practice): it is made from the sequence,
+-- not bumped. Returns the generation and why, or no row when nothing changed.
+WITH here AS (
+    SELECT (SELECT system_identifier FROM pg_control_system())::text
+           || '/' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)
+           || '/' || (SELECT oid FROM pg_database WHERE datname = current_database())::text AS server,
+           (SELECT last_value FROM runs_fencing_token_seq) AS last_token
+),
+moved AS (
+    INSERT INTO runs_generation AS g (id, number, server, changed_at, reason)
+    SELECT 1, (last_token >> 40) + CASE WHEN %(force)s::boolean THEN 1 ELSE 0 END, server, statement_timestamp(),
+           CASE WHEN %(force)s::boolean THEN %(reason)s::text ELSE 'recorded the server' END
+    FROM here
+    ON CONFLICT (id) DO UPDATE
+    SET number = greatest(g.number, (SELECT last_token >> 40 FROM here)) + 1,
+        server = excluded.server,
+        changed_at = excluded.changed_at,
+        reason = %(reason)s::text
+                 || CASE WHEN g.server = excluded.server THEN '' ELSE ' (server was ' || g.server || ')' END
+    WHERE %(force)s::boolean OR g.server <> excluded.server
+    RETURNING g.number, g.reason
+)
+SELECT m.number, m.reason,
+       CASE WHEN m.number << 40 > h.last_token THEN setval('runs_fencing_token_seq', m.number << 40, false) END
+FROM moved m, here h;

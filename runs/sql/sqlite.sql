@@ -132,6 +132,7 @@ SET lease_expires_at = min(
         strftime('%%Y-%%m-%%d %%H:%%M:%%f', %(now)s, '+' || %(lease)s || ' seconds'),
         strftime('%%Y-%%m-%%d %%H:%%M:%%f', started_at, '+' || timeout_seconds || ' seconds'))
 WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'leased'
+  AND fencing_token >= (SELECT coalesce(max(number), 0) << 40 FROM runs_generation)  -- not of an older restore generation
 RETURNING lease_expires_at;
 
 -- name: complete_runs
@@ -155,7 +156,8 @@ INSERT INTO runs_attempt (run_id, attempt, fencing_token, worker_id, available_a
 SELECT r.id, r.attempt, r.fencing_token, r.worker_id, r.available_at, r.started_at, %(now)s, i.outcome, i.error,
        i.result, '9999-12-31'
 FROM input i
-JOIN runs_run r ON r.id = i.id AND r.fencing_token = i.token AND r.state = 'leased';
+JOIN runs_run r ON r.id = i.id AND r.fencing_token = i.token AND r.state = 'leased'
+    AND r.fencing_token >= (SELECT coalesce(max(number), 0) << 40 FROM runs_generation);
 WITH input AS (
     SELECT i.value AS id, %(tokens)s ->> i.key AS token, %(outcomes)s ->> i.key AS outcome
     FROM json_each(%(ids)s) i
@@ -165,6 +167,7 @@ SET history_day = date(%(now)s)
 WHERE history_day = '9999-12-31'
   AND run_id IN (SELECT r.id FROM input i
                  JOIN runs_run r ON r.id = i.id AND r.fencing_token = i.token AND r.state = 'leased'
+    AND r.fencing_token >= (SELECT coalesce(max(number), 0) << 40 FROM runs_generation)
                  WHERE i.outcome = 'succeeded');
 WITH input AS (
     SELECT i.value AS id, %(tokens)s ->> i.key AS token, %(outcomes)s ->> i.key AS outcome,
@@ -175,6 +178,7 @@ INSERT INTO dlq_deadletter (run_id, job_id, tenant_id, last_error, dead_at, reso
 SELECT r.id, r.job_id, r.tenant_id, i.error, %(now)s, '', '9999-12-31'
 FROM input i
 JOIN runs_run r ON r.id = i.id AND r.fencing_token = i.token AND r.state = 'leased'
+    AND r.fencing_token >= (SELECT coalesce(max(number), 0) << 40 FROM runs_generation)
 WHERE i.outcome <> 'succeeded' AND NOT (i.retryable AND r.attempt < r.max_attempts);
 WITH input AS (
     SELECT i.value AS id, %(tokens)s ->> i.key AS token, %(outcomes)s ->> i.key AS outcome,
@@ -190,6 +194,7 @@ held AS (
                * min(j.retry_max_seconds, j.retry_base_seconds * (1 << min(r.attempt - 1, 62))) / 86400.0 AS retry_day
     FROM input i
     JOIN runs_run r ON r.id = i.id AND r.fencing_token = i.token AND r.state = 'leased'
+    AND r.fencing_token >= (SELECT coalesce(max(number), 0) << 40 FROM runs_generation)
     JOIN jobs_jobdefinition j ON j.id = r.job_id
 )
 UPDATE runs_run
@@ -331,6 +336,7 @@ SET worker_id = %(worker)s,
     started_at = %(now)s,
     lease_expires_at = strftime('%%Y-%%m-%%d %%H:%%M:%%f', %(now)s, '+' || min(%(lease)s, timeout_seconds) || ' seconds')
 WHERE id = %(id)s AND fencing_token = %(token)s AND worker_id = %(dispatched_by)s AND state = 'leased'
+  AND fencing_token >= (SELECT coalesce(max(number), 0) << 40 FROM runs_generation)  -- not of an older restore generation
 RETURNING lease_expires_at;
 
 -- name: waiting
@@ -409,3 +415,20 @@ FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.was') AS 
       FROM json_each(%(rows)s)) AS v
 WHERE jobs_jobdefinition.id = v.id AND jobs_jobdefinition.next_due_at = v.was
   AND jobs_jobdefinition.remaining_runs IS v.left_was;
+
+-- name: bump_generation
+-- generations.bump_generation (manage.py after_restore): the next restore generation, and the fencing
+-- counter moved so that the next token is its first, (generation << 40), above every token an
+-- earlier generation issued. SQLite has no server to follow: only `force` bumps.
+INSERT INTO runs_counter (name, value) VALUES ('fencing_token', 0) ON CONFLICT (name) DO NOTHING;
+INSERT INTO runs_generation (id, number, server, changed_at, reason)
+VALUES (1, ((SELECT value FROM runs_counter WHERE name = 'fencing_token') >> 40) + %(force)s, '', %(now)s, %(reason)s)
+ON CONFLICT (id) DO UPDATE
+SET number = max(number, (SELECT value FROM runs_counter WHERE name = 'fencing_token') >> 40) + 1,
+    changed_at = excluded.changed_at,
+    reason = excluded.reason
+WHERE %(force)s;
+UPDATE runs_counter
+SET value = ((SELECT number FROM runs_generation WHERE id = 1) << 40) - 1
+WHERE name = 'fencing_token' AND value < ((SELECT number FROM runs_generation WHERE id = 1) << 40) - 1;
+SELECT number, reason FROM runs_generation WHERE id = 1 AND %(force)s;

@@ -7,7 +7,7 @@ import psycopg
 import pytest
 from django.db import OperationalError, connection
 
-from runs import claims, dispatcher, enqueue, materialize, rollups, shards, sql, transitions
+from runs import claims, dispatcher, enqueue, generations, materialize, rollups, shards, sql, transitions
 from tests.conftest import engine_env
 
 
@@ -17,7 +17,7 @@ def test_both_dialects_have_the_same_queries():
 
 def test_each_query_is_run_by_the_function_of_its_name():
     functions = {}
-    for module in (claims, dispatcher, enqueue, materialize, rollups, shards, transitions):
+    for module in (claims, dispatcher, enqueue, generations, materialize, rollups, shards, transitions):
         for name, function in inspect.getmembers(module, inspect.isfunction):
             if function.__module__ == module.__name__:
                 functions[name] = inspect.getsource(function)
