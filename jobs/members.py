@@ -41,6 +41,7 @@ def role_in(user, tenant_id):
 
 
 @transaction.atomic
+@transaction.atomic
 def grant(tenant, user, role, *, actor, note=""):
     """Make `user` a member of `tenant` with `role`, or change the role they have; audited. Returns the membership.
 

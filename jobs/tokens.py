@@ -84,6 +84,34 @@ def leasable_queues(token, wanted=None):
     return queues
 
 
+def issue(tenant, kind, *, name="", queues=(), role=None, actor, note=""):
+    """Every door's "issue a token" (the portal's form, `manage.py create_token`): the token and its audit
+    entry in one transaction. Returns `(token, secret)`; the secret is shown once and never kept."""
+    with transaction.atomic():
+        token, secret = ApiToken.issue(tenant, kind, name=name, queues=queues, role=role)
+        detail = {"kind": token.kind, "queues": token.queues, **({"role": token.role} if token.role else {})}
+        audit.record(actor, "issue_token", token, detail=detail, note=note)
+    return token, secret
+
+
+def revoke(tokens, *, actor, note="", now=None):
+    """Revoke the active tokens among `tokens` (a queryset), one audit entry each. Returns those revoked.
+
+    Revocation is final: the next request with the secret is refused (`authenticate` raises RevokedToken).
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        revoked = list(
+            ApiToken.objects.select_for_update(of=("self",))
+            .filter(pk__in=tokens.values("pk"), revoked_at=None)
+            .select_related("tenant")
+            .order_by("pk")
+        )
+        ApiToken.objects.filter(pk__in=[t.pk for t in revoked], revoked_at=None).update(revoked_at=now)
+        audit.record_many(actor, "revoke_token", revoked, note=note)
+    return revoked
+
+
 def change_role(tokens, role, *, actor, note=""):
     """Give the team tokens among `tokens` (a queryset) the role `role`; one audit entry per token changed.
 

@@ -20,6 +20,7 @@ import uuid
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from jobs import audit
@@ -208,19 +209,47 @@ def delete_many(queryset, *, actor, note="", now=None):
     return jobs, cancelled
 
 
-def trigger_many(queryset, *, actor, note="", now=None, quota=None):
-    """runs.enqueue.trigger for every job not cancelled: one run each, due now. Returns the runs.
+class ConcurrencyLimit(Exception):
+    """A trigger of a job that already runs as many runs as its `concurrency` allows (the API's 409)."""
 
-    `quota`: the runs.enqueue.Quota this door obeys (the portal's: Quota.ENQUEUE),
-    for all the runs at once: jobs.quotas.QuotaExceeded creates none.
+    def __init__(self, job, running):
+        self.job, self.running = job, running
+        super().__init__(
+            f"Job {job.name} already runs {running} of at most {job.concurrency} at once; trigger it again "
+            "when one finishes, or enqueue a run to wait its turn."
+        )
+
+
+def trigger(job, *, actor, note="", now=None, payload=None, quota=None):
+    """Run `job` now, outside its schedule: `trigger_many` for one job. Returns the run (None if cancelled)."""
+    runs = trigger_many(_one(job), actor=actor, note=note, now=now, payload=payload, quota=quota)
+    return runs[0] if runs else None
+
+
+def trigger_many(queryset, *, actor, note="", now=None, payload=None, quota=None):
+    """Every door's "trigger now": one run each for the jobs not cancelled, due now. Returns the runs.
+
+    The rules, for all the runs at once (nothing is created if one refuses):
+    the job's concurrency limit (ConcurrencyLimit when a job already runs as
+    many as it allows; the overlap policy is for scheduled occurrences only)
+    and `quota`, the runs.enqueue.Quota the door obeys (Quota.ENQUEUE for the
+    API and the portal; jobs.quotas.QuotaExceeded). The jobs stay locked until
+    the runs are in, so two triggers of one job are judged one after the other.
+    `payload` replaces the job's for these runs (the API's body).
     """
     now = now or timezone.now()
     with transaction.atomic():
-        jobs = list(queryset.exclude(status=Status.CANCELLED).select_related("tenant").order_by("pk"))
+        jobs = _locked(queryset.exclude(status=Status.CANCELLED))
+        limited = [job for job in jobs if job.concurrency is not None]
+        if limited:
+            running = _running_by_job(limited)
+            for job in limited:
+                if running.get(job.pk, 0) >= job.concurrency:
+                    raise ConcurrencyLimit(job, running.get(job.pk, 0))
         rows = []
         for job in jobs:
             key = f"{job.name}@{Run.Origin.TRIGGER}-{uuid.uuid4()}"
-            rows += build_runs(job, [now], origin=Run.Origin.TRIGGER, key=key)
+            rows += build_runs(job, [now], origin=Run.Origin.TRIGGER, key=key, payload=payload)
         runs = insert_runs(rows, quota=quota, now=now)
         AuditEntry.objects.bulk_create(
             [
@@ -234,8 +263,18 @@ def trigger_many(queryset, *, actor, note="", now=None, quota=None):
     return runs
 
 
+def _running_by_job(jobs):
+    leased = Run.objects.filter(job_id__in=[job.pk for job in jobs], state=S.LEASED)
+    return dict(leased.values("job_id").annotate(n=Count("pk")).values_list("job_id", "n"))
+
+
+def cancel_run(run, *, actor, reason, note="", now=None):
+    """`cancel_runs` for one run: True if this call cancelled it (False: it had already finished)."""
+    return bool(cancel_runs(Run.objects.filter(pk=run.pk), actor=actor, reason=reason, note=note, now=now))
+
+
 def cancel_runs(queryset, *, actor, reason, note="", now=None, limit=100_000):
-    """transitions.cancel_run for every unfinished run of `queryset`. Returns the runs cancelled.
+    """transitions.cancel_run for every unfinished run of `queryset`, audited. Returns the runs cancelled.
 
     Leased runs go through transitions.cancel_run one by one, since each
     needs its attempt recorded and its fencing token checked.
@@ -249,20 +288,35 @@ def cancel_runs(queryset, *, actor, reason, note="", now=None, limit=100_000):
             if transitions.cancel_run(run, reason=reason, now=now)
         ]
         done = waiting + leased
-        audit.record_many(actor, "cancel", done, note=note)
+        audit.record_many(actor, "cancel", done, note=note or reason)
     return done
 
 
+def _one_letter(dead_letter):
+    """A queryset of one dead letter (runs.controls reads dlq.models through the letter it is given: rule 5)."""
+    return type(dead_letter)._default_manager.filter(pk=dead_letter.pk)
+
+
+def replay(dead_letter, *, actor, note="", now=None):
+    """`replay_many` for one dead letter: True if this call replayed it (False: already closed)."""
+    return bool(replay_many(_one_letter(dead_letter), actor=actor, note=note, now=now))
+
+
 def replay_many(dead_letters, *, actor, note="", now=None):
-    """transitions.replay_many, audited. Returns those replayed."""
+    """transitions.replay_many and its audit, in one transaction. Returns those replayed."""
     with transaction.atomic():
         letters = transitions.replay_many(dead_letters, actor=actor, now=now)
         audit.record_many(actor, "replay", letters, note=note)
     return letters
 
 
+def discard(dead_letter, *, actor, note="", now=None):
+    """`discard_many` for one dead letter: True if this call discarded it (False: already closed)."""
+    return bool(discard_many(_one_letter(dead_letter), actor=actor, note=note, now=now))
+
+
 def discard_many(dead_letters, *, actor, note="", now=None):
-    """transitions.discard_many, audited. Returns those discarded."""
+    """transitions.discard_many and its audit, in one transaction. Returns those discarded."""
     with transaction.atomic():
         letters = transitions.discard_many(dead_letters, actor=actor, now=now)
         audit.record_many(actor, "discard", letters, note=note)

@@ -2,7 +2,7 @@
 
 `insert_runs` is the only code that inserts into the runs table: cron and
 `at` occurrences and the missed-run summaries (runs.materialize), triggers
-and API runs (`enqueue`, `trigger`, controls.trigger_many), backfills
+and API runs (`enqueue`, controls.trigger_many), backfills
 (runs.backfill), the summaries of what a paused job passed over
 (controls.resume) and the benchmark's runs (bench.setup) all come through
 it; `insert_fresh_run` is its short form for one run under a key made fresh
@@ -274,9 +274,3 @@ def _check_first(job, key, run):
     first = _keyed_run(job, key)
     if first is not None and first.pk != run.pk:
         raise _KeyTaken
-
-
-def trigger(job, *, actor, note="", now=None, payload=None, quota=None):
-    """Run `job` now, outside its schedule (the portal's and the API's "trigger now")."""
-    run, _ = enqueue(job, origin=Run.Origin.TRIGGER, actor=actor, note=note, now=now, payload=payload, quota=quota)
-    return run

@@ -1,8 +1,8 @@
 """The dead-letter queue over HTTP (team tokens): list, replay, discard.
 
 Replay sends the run back to `scheduled` with the same idempotency key and a
-fresh attempt budget (runs.transitions.replay); discard closes the letter.
-Both are audited, and both answer 409 `invalid-state` for a closed letter.
+fresh attempt budget; discard closes the letter. Both go through runs.controls
+(the portal's actions call the same functions), both are audited, and both answer 409 `invalid-state` for a closed letter.
 """
 
 import re
@@ -12,9 +12,9 @@ from rest_framework.response import Response
 
 from dlq.api.serializers import DeadLetterSerializer, ResolveSerializer
 from dlq.models import DeadLetter
-from jobs import audit, roles
+from jobs import roles
 from jobs.validation import NAME_RE
-from runs import transitions
+from runs import controls
 from scheduler_project.api.endpoints import PAGE_PARAMETERS, CursorPage, TeamEndpoint, page_of
 from scheduler_project.api.lookups import get_scoped, scoped
 from scheduler_project.api.problems import Problem, invalid, problem_responses, validated
@@ -67,12 +67,11 @@ class _Resolve(TeamEndpoint):
     def post(self, request, letter_id):
         letter = letter_or_404(request, letter_id)
         values = validated(ResolveSerializer, request.data)
-        move = transitions.replay if self.move_name == "replay" else transitions.discard
-        if not move(letter, actor=self.actor):
+        move = controls.replay if self.move_name == "replay" else controls.discard
+        if not move(letter, actor=self.actor, note=values["note"]):
             letter.refresh_from_db()
             status = DeadLetterSerializer(letter).data["status"]
             raise Problem("invalid-state", f"Dead letter {letter.pk} is already {status}.")
-        audit.record(self.actor, self.move_name, letter, detail={"run": letter.run_id}, note=values["note"])
         letter.refresh_from_db()
         return Response(DeadLetterSerializer(letter).data)
 

@@ -167,6 +167,8 @@ def trigger_jobs(modeladmin, request, queryset):
             )
         except QuotaExceeded as exc:
             return f"Nothing triggered: capped by quota. {exc}"
+        except controls.ConcurrencyLimit as exc:
+            return f"Nothing triggered: {exc}"
         return f"Triggered {len(runs)} run(s)."
 
     return confirm_action(

@@ -10,11 +10,9 @@ import re
 
 from django import forms
 from django.contrib import admin
-from django.db import transaction
 from django.template.response import TemplateResponse
-from django.utils import timezone
 
-from jobs import audit, tokens
+from jobs import tokens
 from jobs.audit import actor_for_user
 from jobs.models import QUEUE_RE, ApiToken
 from jobs.roles import OWN
@@ -111,12 +109,14 @@ class ApiTokenAdmin(TenantScopedAdmin):
 
     def save_model(self, request, obj, form, change):
         role = form.cleaned_data["role"] if obj.kind == ApiToken.Kind.TEAM else None
-        with transaction.atomic():
-            token, secret = ApiToken.issue(
-                obj.tenant, obj.kind, name=obj.name, queues=form.cleaned_data["queues"], role=role
-            )
-            detail = {"kind": token.kind, "queues": token.queues, **({"role": token.role} if token.role else {})}
-            audit.record(actor_for_user(request.user), "issue_token", token, detail=detail)
+        token, secret = tokens.issue(
+            obj.tenant,
+            obj.kind,
+            name=obj.name,
+            queues=form.cleaned_data["queues"],
+            role=role,
+            actor=actor_for_user(request.user),
+        )
         for field in ("pk", "prefix", "secret_hash", "queues", "role", "created_at"):
             setattr(obj, field, getattr(token, field))
         request._duetime_secret = secret
@@ -147,11 +147,7 @@ class ApiTokenAdmin(TenantScopedAdmin):
             }
 
         def perform(qs, data):
-            now = timezone.now()
-            with transaction.atomic():
-                revoked = list(qs.select_for_update().filter(revoked_at=None))
-                ApiToken.objects.filter(pk__in=[t.pk for t in revoked], revoked_at=None).update(revoked_at=now)
-                audit.record_many(actor_for_user(request.user), "revoke_token", revoked, note=data["note"])
+            revoked = tokens.revoke(qs, actor=actor_for_user(request.user), note=data["note"])
             return f"Revoked {len(revoked)} token(s)."
 
         return confirm_action(

@@ -15,10 +15,10 @@ from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from jobs import audit, roles, tokens
+from jobs import roles, tokens
 from jobs.audit import actor_for_token
 from jobs.idempotency import HEADER, KeyReused
-from runs import claims, consumers, enqueue, transitions
+from runs import claims, consumers, controls, enqueue, transitions
 from runs.api.serializers import (
     CancelSerializer,
     CompleteResultSerializer,
@@ -127,15 +127,7 @@ class JobTriggerView(TeamEndpoint):
     def post(self, request, name):
         job = live_job_or_409(request, name)
         values = validated(TriggerSerializer, request.data)
-        if job.concurrency is not None:
-            running = Run.objects.filter(job=job, state=Run.State.LEASED).count()
-            if running >= job.concurrency:
-                raise Problem(
-                    "concurrency-limit",
-                    f"Job {name} already runs {running} of at most {job.concurrency} at once; "
-                    "trigger it again when one finishes, or enqueue a run (POST .../runs) to wait its turn.",
-                )
-        run = enqueue.trigger(job, actor=self.actor, payload=values.get("payload"), quota=enqueue.Quota.ENQUEUE)
+        run = controls.trigger(job, actor=self.actor, payload=values.get("payload"), quota=enqueue.Quota.ENQUEUE)
         return Response(RunSerializer(run).data, status=201)
 
 
@@ -164,12 +156,11 @@ class RunCancelView(TeamEndpoint):
         run = run_or_404(request, run_id)
         values = validated(CancelSerializer, request.data)
         reason = values["reason"] or f"cancelled by {self.actor}"
-        if not transitions.cancel_run(run, reason=reason):
+        if not controls.cancel_run(run, actor=self.actor, reason=reason):
             run.refresh_from_db()
             raise Problem(
                 "invalid-state", f"Run {run.pk} is {run.state}; only a run that has not finished can be cancelled."
             )
-        audit.record(self.actor, "cancel", run, note=reason)
         return Response(RunDetailSerializer(detailed_run(request, run_id)).data)
 
 

@@ -35,6 +35,7 @@ from jobs.idempotency import KeyInFlight, KeyReused
 from jobs.quotas import QuotaExceeded
 from jobs.roles import InsufficientRole
 from jobs.tokens import QueueNotAllowed
+from runs.controls import ConcurrencyLimit
 from runs.transitions import StaleLease
 
 logger = logging.getLogger("duetime.api")
@@ -115,6 +116,7 @@ DOMAIN_ERRORS = {
     QueueNotAllowed: DomainError("forbidden"),
     InsufficientRole: DomainError("insufficient-role", detail=role_detail),
     StaleLease: DomainError("stale-lease", detail=lost_lease),
+    ConcurrencyLimit: DomainError("concurrency-limit"),
 }
 
 

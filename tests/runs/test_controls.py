@@ -219,3 +219,20 @@ def test_it_keeps_a_queue_held_while_its_tenant_is_paused_and_refuses_a_bad_queu
     with pytest.raises(ValidationError) as refused:
         controls.pause_tenant(acme, actor="user:alice", queue="Not A Queue")
     assert "queue" in refused.value.message_dict
+
+
+def test_a_trigger_at_the_concurrency_limit_creates_nothing_whichever_door_asks(acme, make_job, make_run):
+    limited = make_job(acme, "reports.limited", concurrency=1)
+    free = make_job(acme, "reports.free")
+    make_run(limited, state="leased", due_at=NOW - minutes(1))
+    both = JobDefinition.objects.filter(pk__in=[limited.pk, free.pk])
+
+    with pytest.raises(controls.ConcurrencyLimit) as refused:
+        controls.trigger_many(both, actor="user:alice", now=NOW)  # the portal's bulk "trigger now"
+    with pytest.raises(controls.ConcurrencyLimit):
+        controls.trigger(limited, actor="token:acme", now=NOW)  # the API's :trigger
+
+    assert "already runs 1 of at most 1" in str(refused.value)
+    assert not Run.objects.filter(origin="trigger").exists(), "nothing is triggered when one job refuses"
+    assert not AuditEntry.objects.filter(action="trigger").exists()
+    assert controls.trigger(free, actor="token:acme", payload={"n": 1}, now=NOW).payload == {"n": 1}

@@ -122,7 +122,7 @@ def test_every_door_inserts_through_insert_runs(acme, make_job, every_minute, mo
 
     materialize.materialize(NOW + minutes(5), lookahead=0)  # run_once: the latest missed, a summary, the due one
     enqueue.enqueue(on_demand, now=NOW)
-    enqueue.trigger(on_demand, actor="user:alice", now=NOW)
+    controls.trigger(on_demand, actor="user:alice", now=NOW)
     controls.trigger_many(JobDefinition.objects.filter(pk=on_demand.pk), actor="user:alice", now=NOW)
     backfill.backfill(every_minute, NOW - minutes(60), NOW - minutes(58), actor="user:alice", now=NOW)
     controls.pause(every_minute, actor="user:alice")
@@ -151,7 +151,7 @@ def test_a_door_that_names_the_pending_quota_obeys_it_before_writing(acme, make_
     with pytest.raises(QuotaExceeded) as refused:
         enqueue.enqueue(job, quota=Quota.ENQUEUE, now=NOW)
     with pytest.raises(QuotaExceeded):
-        enqueue.trigger(job, actor="token:acme", quota=Quota.ENQUEUE, now=NOW)
+        controls.trigger(job, actor="token:acme", quota=Quota.ENQUEUE, now=NOW)
     with pytest.raises(QuotaExceeded):
         backfill.backfill(
             every_minute, NOW - minutes(60), NOW - minutes(59), actor="token:acme", quota=Quota.PENDING, now=NOW
@@ -178,7 +178,7 @@ def test_the_enqueue_rate_counts_runs_and_triggers_alike(acme, make_job):
     limit(acme, enqueue_rate_per_minute=2)
     job = make_job(acme, "oneoff")
     enqueue.enqueue(job, actor="token:acme", quota=Quota.ENQUEUE)
-    enqueue.trigger(job, actor="token:acme", quota=Quota.ENQUEUE)
+    controls.trigger(job, actor="token:acme", quota=Quota.ENQUEUE)
 
     with pytest.raises(QuotaExceeded) as refused:
         enqueue.enqueue(job, actor="token:acme", quota=Quota.ENQUEUE)
@@ -256,7 +256,7 @@ def test_it_refuses_a_caller_key_already_used_by_another_job(acme, make_job):
 
 def test_it_audits_a_trigger_with_its_run(acme, make_job):
     job = make_job(acme, "oneoff")
-    run = enqueue.trigger(job, actor="user:alice", note="by hand", now=NOW)
+    run = controls.trigger(job, actor="user:alice", note="by hand", now=NOW)
     entry = acme.audit.get(action="trigger")
     assert (entry.actor, entry.note, entry.detail) == (
         "user:alice",

@@ -2,7 +2,7 @@ import re
 
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs import audit
+from jobs import tokens
 from jobs.models import QUEUE_RE, ApiToken, Tenant
 
 
@@ -37,9 +37,7 @@ class Command(BaseCommand):
         bad = [q for q in queue_list if not re.fullmatch(QUEUE_RE, q)]
         if bad:
             raise CommandError(f"not a queue name: {', '.join(bad)} (use lowercase letters, digits, '.', '_' or '-')")
-        token, secret = ApiToken.issue(owner, kind, name=name, queues=queue_list, role=role)
-        detail = {"kind": kind, "queues": queue_list, **({"role": token.role} if token.role else {})}
-        audit.record("cli:create_token", "issue_token", token, detail=detail)
+        token, secret = tokens.issue(owner, kind, name=name, queues=queue_list, role=role, actor="cli:create_token")
         as_role = f" with the role {token.role}" if token.role else ""
         self.stdout.write(
             f"Issued {kind} token {token.prefix}...{as_role} for tenant {owner.name}. "
