@@ -42,6 +42,14 @@ class TargetKind(models.TextChoices):
     EXTERNAL = "external"  # leased over HTTP by the tenant's own workers
 
 
+class HttpMethod(models.TextChoices):
+    """How an http target is called (runs/targets.py): POST and PUT send the payload as JSON, GET sends no body."""
+
+    POST = "POST"
+    PUT = "PUT"
+    GET = "GET"
+
+
 class Status(models.TextChoices):
     ACTIVE = "active"
     PAUSED = "paused"

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs import audit, jitter, occurrences, quotas
-from jobs.models import JobDefinition, shard_for
+from jobs.models import JobDefinition, JobSigningSecret, shard_for
 
 # A change to any of these recomputes next_due_at from now; setting remaining_runs sets the count anew.
 SCHEDULE_FIELDS = (
@@ -92,6 +92,8 @@ def save_definition(job, actor, *, now=None, note="", detail=None):
     if not created:
         job.version += 1
     job.save(validate=False)  # full_clean() ran above, before the schedule was computed
+    http = job.target_kind == JobDefinition.TargetKind.HTTP
+    job.issued_signing_secret = JobSigningSecret.issue(job, now) if http else None
     detail = {"version": job.version, **(detail or {})}
     audit.record(actor, "create" if created else "update", job, detail=detail, note=note)
     return job, created

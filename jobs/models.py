@@ -14,7 +14,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
-from jobs import addresses, choices
+from jobs import addresses, choices, signing
 from jobs.validation import NAME_RE, QUEUE_RE, clean_definition
 
 SHARDS = 64  # scheduler shards: hash(tenant, name) mod SHARDS, owned by lease
@@ -232,6 +232,7 @@ class JobDefinition(models.Model):
     OverlapPolicy = choices.OverlapPolicy
     Priority = choices.Priority
     TargetKind = choices.TargetKind
+    HttpMethod = choices.HttpMethod
     Status = choices.Status
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="jobs")
@@ -280,6 +281,22 @@ class JobDefinition(models.Model):
     target_kind = models.CharField(max_length=10, choices=TargetKind.choices, default=TargetKind.PYTHON)
     target_ref = models.CharField(max_length=2000, blank=True)
     payload = models.JSONField(default=dict, blank=True)
+    # How an http target is called (runs/targets.py, docs/tasks.md); the other kinds keep the defaults.
+    http_method = models.CharField(
+        max_length=6, choices=HttpMethod.choices, default=HttpMethod.POST, help_text="http targets: GET sends no body."
+    )
+    http_headers = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='http targets: extra request headers, e.g. {"X-Team": "billing"}; no credentials '
+        "(name a bearer secret instead), no hop-by-hop headers, Host or Content-Length.",
+    )
+    http_bearer_secret = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="http targets: the name of a secret the operator configured for this tenant "
+        "(DUETIME_HTTP_SECRETS), sent as Authorization: Bearer. The value is never stored.",
+    )
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.ACTIVE)
     # The owner's contact and when to page it (notify/events.py); every field is optional.
     owner_email = models.CharField(
@@ -336,6 +353,7 @@ class JobDefinition(models.Model):
                 condition=Q(target_kind__in=["python", "http", "celery", "external"]), name="job_target_kind_valid"
             ),
             models.CheckConstraint(condition=Q(status__in=["active", "paused", "cancelled"]), name="job_status_valid"),
+            models.CheckConstraint(condition=Q(http_method__in=["POST", "PUT", "GET"]), name="job_http_method_valid"),
             models.CheckConstraint(
                 condition=Q(timeout_seconds__gte=1, timeout_seconds__lte=6 * 3600), name="job_timeout_range"
             ),
@@ -383,6 +401,55 @@ class JobDefinition(models.Model):
     @property
     def priority_name(self):
         return self.Priority(self.priority).label
+
+
+class JobSigningSecret(models.Model):
+    """The key an http job's calls are signed with (jobs/signing.py, header Duetime-Signature).
+
+    Stored as it is, not hashed: signing needs the key itself. Made when an
+    http job is saved (jobs.definitions.save_definition) and shown once then,
+    or when `rotate` replaces it (the API, the portal; audited).
+    """
+
+    job = models.OneToOneField(JobDefinition, on_delete=models.CASCADE, related_name="signing_secret")
+    secret = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, help_text="The first characters, to recognise the secret.")
+    rotated_at = models.DateTimeField()
+
+    def __str__(self):
+        return f"{self.job}: {self.prefix}..."
+
+    @classmethod
+    def rotate(cls, job, now):
+        """Make a new secret for `job` (the old one stops signing at once) and return it."""
+        secret = signing.new_secret()
+        cls.objects.update_or_create(job=job, defaults={"secret": secret, "prefix": secret[:12], "rotated_at": now})
+        return secret
+
+    @classmethod
+    def issue(cls, job, now):
+        """Make `job`'s first secret and return it; None when it has one already (then it is not shown again)."""
+        if cls.objects.filter(job=job).exists():
+            return None
+        secret = signing.new_secret()
+        cls.objects.bulk_create(
+            [cls(job=job, secret=secret, prefix=secret[:12], rotated_at=now)], ignore_conflicts=True
+        )
+        return secret if cls.objects.filter(job=job, secret=secret).exists() else None
+
+    @classmethod
+    def for_jobs(cls, job_ids, now):
+        """{job id: secret} of these jobs, read now; a job without one (saved before signing) gets one nobody saw."""
+        found = dict(cls.objects.filter(job_id__in=set(job_ids)).values_list("job_id", "secret"))
+        missing = set(job_ids) - set(found)
+        if missing:
+            rows = [cls(job_id=pk, rotated_at=now) for pk in missing]
+            for row in rows:
+                row.secret = signing.new_secret()
+                row.prefix = row.secret[:12]
+            cls.objects.bulk_create(rows, ignore_conflicts=True)
+            found.update(cls.objects.filter(job_id__in=missing).values_list("job_id", "secret"))
+        return found
 
 
 class AuditEntry(models.Model):

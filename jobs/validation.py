@@ -12,8 +12,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
-from jobs import addresses, cron, occurrences, registry, secrets
-from jobs.choices import MissedRunPolicy, OverlapPolicy, Priority, ScheduleKind, TargetKind
+from jobs import addresses, cron, http_secrets, occurrences, registry, secrets
+from jobs.choices import HttpMethod, MissedRunPolicy, OverlapPolicy, Priority, ScheduleKind, TargetKind
 
 # Here rather than in jobs.models so that the rules never import the model (the model calls them).
 NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,199}$"
@@ -29,6 +29,30 @@ DOTTED_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+
 # resolve in time (or at all: it may resolve from the workers' network) is checked at each call only.
 SAVE_RESOLVE_SECONDS = 2
 MAX_SKIP_STREAK = 10_000
+# An http target's own headers (runs/targets.py adds Duetime's). A header name is an RFC 9110 token; a value
+# is visible ASCII with inner spaces (http_secrets.VALUE_RE): no line break can smuggle in another header.
+HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")
+MAX_HEADERS = 20
+MAX_HEADER_VALUE_CHARS = 1000
+MAX_HEADERS_BYTES = 4096  # names, values and ": " + CRLF of each, as sent
+# Headers a job may not set, lowercased, with why. Hop-by-hop headers (RFC 9110 7.6.1) and the message's
+# framing belong to the connection, which http.client owns; Duetime's own say what the call is and sign it.
+REFUSED_HEADERS = {
+    **dict.fromkeys(
+        ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"],
+        "is a hop-by-hop header: it belongs to the connection, which Duetime opens",
+    ),
+    **dict.fromkeys(["proxy-authenticate", "proxy-authorization"], "is a hop-by-hop header (proxies are not used)"),
+    "host": "is set from the URL (name the host in target.ref)",
+    "content-length": "is set from the body Duetime sends",
+    "expect": "is not supported: Duetime sends the body at once",
+    "content-type": "is set by Duetime (application/json; a GET sends no body)",
+    **dict.fromkeys(["idempotency-key", "duetime-signature"], "is set by Duetime on every call"),
+    **dict.fromkeys(
+        ["authorization", "cookie"],
+        "would store a credential in the job: name an operator-configured secret in bearer_secret instead",
+    ),
+}
 
 
 def payload_size(payload):
@@ -91,6 +115,7 @@ def clean_definition(job):
         _check_limits,
         _check_retry,
         _check_target,
+        _check_http,
         _check_owner,
     ):
         for field, message in check(job):
@@ -210,6 +235,61 @@ def _check_target(job):
         yield "target_ref", "an external target takes no reference: the tenant's workers lease its runs over HTTP"
     elif kind not in TargetKind.values:
         yield "target_kind", f"'{kind}' is not a target kind: use python, http, celery or external"
+
+
+def _check_http(job):
+    """How an http target is called: its method, its own headers and the name of its bearer secret."""
+    method, headers, bearer = job.http_method, job.http_headers, job.http_bearer_secret or ""
+    if job.target_kind != TargetKind.HTTP:
+        if method != HttpMethod.POST:
+            yield "http_method", "only an http target takes a method: leave it POST, or set the target kind to http"
+        if headers:
+            yield "http_headers", "only an http target takes headers: clear them, or set the target kind to http"
+        if bearer:
+            yield "http_bearer_secret", "only an http target takes a bearer secret: clear it"
+        return
+    if method not in HttpMethod.values:
+        yield "http_method", f"'{method}' is not a method Duetime calls with: use POST, PUT or GET"
+    elif method == HttpMethod.GET and job.payload not in (None, {}):
+        yield "payload", "a GET sends no body: clear the payload (or {}), or call with POST or PUT"
+    for message in header_problems(headers):
+        yield "http_headers", message
+    if bearer:
+        tenant = job.tenant if job.tenant_id else None
+        try:
+            http_secrets.value(tenant.name if tenant else "", bearer)
+        except http_secrets.UnknownSecret as exc:
+            yield "http_bearer_secret", str(exc)
+
+
+def header_problems(headers):
+    """What is wrong with an http target's headers (a JSON object of name: value), one message each."""
+    if not isinstance(headers, dict):
+        return ['the headers must be a JSON object of names and values, e.g. {"X-Team": "billing"}']
+    if len(headers) > MAX_HEADERS:
+        return [f"{len(headers)} headers: at most {MAX_HEADERS}"]
+    problems, seen = [], set()
+    for name, value in headers.items():
+        lowered = name.lower()
+        if not HEADER_NAME_RE.match(name):
+            problems.append(f"'{name[:64]}' is not a header name: 1-64 letters, digits and !#$%&'*+.^_`|~-")
+        elif lowered in REFUSED_HEADERS or lowered.startswith(("x-duetime-", "duetime-")):
+            problems.append(f"{name} {REFUSED_HEADERS.get(lowered, 'is set by Duetime on every call')}")
+        elif lowered in seen:
+            problems.append(f"{name} is given twice (header names ignore case)")
+        elif not isinstance(value, str) or len(value) > MAX_HEADER_VALUE_CHARS:
+            problems.append(f"{name}: the value must be a string of at most {MAX_HEADER_VALUE_CHARS} characters")
+        elif not http_secrets.VALUE_RE.match(value):
+            problems.append(
+                f"{name}: the value must be visible ASCII and spaces, without line breaks or other controls"
+            )
+        elif credential := secrets.find(value):
+            problems.append(f"{name}: seems to carry {credential}: name an operator-configured secret in bearer_secret")
+        seen.add(lowered)
+    size = sum(len(str(name)) + len(str(value)) + 4 for name, value in headers.items())
+    if not problems and size > MAX_HEADERS_BYTES:
+        problems.append(f"the headers are {size} bytes as sent: at most {MAX_HEADERS_BYTES}")
+    return problems
 
 
 def _check_owner(job):

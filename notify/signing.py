@@ -10,8 +10,9 @@ minutes (a replayed request). docs/operations.md shows it in a few lines of Pyth
 import hashlib
 import hmac
 
-HEADER = "Duetime-Signature"
-TOLERANCE_SECONDS = 300
+from jobs.signing import HEADER, TOLERANCE_SECONDS  # one header and tolerance for webhooks and http targets
+
+__all__ = ["HEADER", "TOLERANCE_SECONDS", "signature", "verify"]
 
 
 def signature(secret, body, timestamp):

@@ -230,6 +230,7 @@ class Child:
             attempt.due_at,
             attempt.tenant_id,
             attempt.allowance,
+            attempt.http,
         )
         try:
             self.conn.send_bytes(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
@@ -287,9 +288,21 @@ def _serve(conn, lost):
         if not conn.poll(ORPHAN_CHECK_SECONDS):
             continue
         try:
-            kind, ref, timeout_seconds, run_id, job_name, attempt, key, token, payload, due_at, tenant_id, allowance = (
-                pickle.loads(conn.recv_bytes())
-            )
+            (
+                kind,
+                ref,
+                timeout_seconds,
+                run_id,
+                job_name,
+                attempt,
+                key,
+                token,
+                payload,
+                due_at,
+                tenant_id,
+                allowance,
+                http,
+            ) = pickle.loads(conn.recv_bytes())
         except EOFError:
             return
         run = targets.Attempt(
@@ -302,6 +315,7 @@ def _serve(conn, lost):
             due_at=due_at,
             tenant_id=tenant_id,
             allowance=allowance,
+            http=http,
             _lost=lost,
         )
         outcome = targets.execute(kind, ref, run, timeout_seconds)

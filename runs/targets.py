@@ -15,10 +15,15 @@ more than once for one run: tasks make a repeat harmless with
 `context.idempotency_key`, and pass `context.fencing_token` to stores that can
 refuse stale writers.
 
-An `http` target is POSTed through `connection()`, whose socket comes from the
+An `http` target is called through `connection()`, whose socket comes from the
 network wall (jobs.addresses): the URL's host resolved once, every address
 checked against the tenant's allowance as it is at the call, the connection
 made to a checked address only. Redirects are not followed (docs/security.md).
+The call is the job's `HttpCall`: its method (POST and PUT send the payload as
+JSON, GET sends no body), its own headers, `Duetime-Signature` (jobs/signing.py,
+with the job's signing secret) and, when the job names one, `Authorization:
+Bearer` with the value of an operator-configured secret (jobs/http_secrets.py),
+read at the call and never stored or logged.
 """
 
 import dataclasses
@@ -30,15 +35,17 @@ import inspect
 import json
 import os
 import socket
+import time
 import traceback
 
 from django.conf import settings
 from django.tasks.base import TaskContext, TaskResult, TaskResultStatus
 from django.utils import timezone
 
-from jobs import addresses, registry
-from jobs.models import Tenant
+from jobs import addresses, http_secrets, registry, signing
+from jobs.models import JobDefinition, JobSigningSecret, Tenant
 from jobs.validation import has_nul
+from runs.models import Run
 
 HTTP_RETRYABLE = {408, 429}
 # The target kinds run_worker executes; it never claims the others (external workers lease theirs over HTTP).
@@ -87,6 +94,8 @@ class Attempt:
     # For an http target: the tenant's jobs.addresses.Allowance as the worker read it when the attempt
     # started (a child process then needs no database); None: read from the database at the call.
     allowance: object = None
+    # For an http target: its HttpCall as the worker read it for the batch; None: read from the database at the call.
+    http: object = None
     _heartbeat: object = None  # callable() -> bool (False: lease lost)
     _lost: Flag = dataclasses.field(default_factory=Flag)  # or the process pool's children.SharedFlag
 
@@ -304,29 +313,89 @@ def _allowance_now(tenant_id):
     return Tenant.allowance_of(tenant_id) if tenant_id is not None else addresses.PUBLIC_ONLY
 
 
+@dataclasses.dataclass(frozen=True)
+class HttpCall:
+    """How one http job is called, as read from its definition: plain data, so a child process needs no database.
+
+    `bearer_secret` is a name (jobs.http_secrets), its value read at the call;
+    without a `signing_secret` (a run whose job is gone) the call is not signed.
+    """
+
+    method: str = "POST"
+    headers: dict = dataclasses.field(default_factory=dict)
+    tenant_name: str = ""
+    bearer_secret: str = ""
+    signing_secret: str = ""
+
+
+def http_calls(leases, now=None):
+    """{job id: HttpCall} of the http targets among `leases`, read now (two queries; a third makes missing secrets).
+
+    The worker reads them with the allowances as the attempts start, for the
+    same reason (a child process opens no database connection).
+    """
+    job_ids = {lease.job_id for lease in leases if lease.target_kind == "http"}
+    return _calls_of(job_ids, now or timezone.now()) if job_ids else {}
+
+
+def _calls_of(job_ids, now):
+    rows = JobDefinition.objects.filter(pk__in=job_ids).values_list(
+        "pk", "http_method", "http_headers", "tenant__name", "http_bearer_secret"
+    )
+    secrets = JobSigningSecret.for_jobs(job_ids, now)
+    return {pk: HttpCall(*values, signing_secret=secrets.get(pk, "")) for pk, *values in rows}
+
+
+def _http_call_now(ctx):
+    """The call of `ctx`'s job, read at the call (the worker could not read it for the batch)."""
+    if ctx.tenant_id is None:  # no tenant, no job: an attempt built by hand
+        return HttpCall()
+    job_id = Run.objects.filter(pk=ctx.run_id).values_list("job_id", flat=True).first()
+    return _calls_of({job_id}, timezone.now()).get(job_id, HttpCall()) if job_id is not None else HttpCall()
+
+
+def request_of(call, ctx, timestamp):
+    """(method, body, headers) of one call: the job's headers, then Duetime's, signed. Raises PermanentError."""
+    body = b"" if call.method == "GET" else json.dumps(ctx.payload).encode()
+    headers = {
+        **call.headers,
+        "Idempotency-Key": ctx.idempotency_key,
+        "X-Duetime-Fencing-Token": str(ctx.fencing_token),
+        "X-Duetime-Run-Id": str(ctx.run_id),
+        "X-Duetime-Attempt": str(ctx.attempt),
+    }
+    headers.setdefault("User-Agent", "Duetime-Worker")
+    if call.method != "GET":
+        headers["Content-Type"] = "application/json"
+    if call.signing_secret:
+        headers[signing.HEADER] = signing.signature(
+            call.signing_secret, timestamp, ctx.run_id, ctx.idempotency_key, body
+        )
+    if call.bearer_secret:
+        try:
+            headers["Authorization"] = f"Bearer {http_secrets.value(call.tenant_name, call.bearer_secret)}"
+        except http_secrets.UnknownSecret as exc:
+            raise PermanentError(str(exc)) from None
+    return call.method, body, headers
+
+
 def post(url, ctx, timeout_seconds):
-    """POST the payload; 2xx succeeds, 408/429/5xx/timeouts retry, other 4xx and 3xx are permanent.
+    """Call the URL as the job says (POST by default); 2xx succeeds, 408/429/5xx/timeouts retry, other 4xx and
+    3xx are permanent.
 
     A redirect is not followed: its Location is never called, so it cannot lead
-    past the wall (docs/security.md). A refused address is permanent too.
+    past the wall (docs/security.md). A refused address is permanent too, as is
+    a bearer secret the operator no longer configures.
     """
     try:
         destination = addresses.Destination.of(url)
     except addresses.BadURL as exc:
         raise PermanentError(f"{url!r} is not an http(s) URL ({exc})") from exc
+    method, body, headers = request_of(ctx.http or _http_call_now(ctx), ctx, int(time.time()))
     allowance = ctx.allowance or _allowance_now(ctx.tenant_id)
     conn = connection(destination, allowance, min(timeout_seconds, 300), context=f"run {ctx.run_id}")
-    body = json.dumps(ctx.payload).encode()
-    headers = {
-        "Content-Type": "application/json",
-        "Idempotency-Key": ctx.idempotency_key,
-        "X-Duetime-Fencing-Token": str(ctx.fencing_token),
-        "X-Duetime-Run-Id": str(ctx.run_id),
-        "X-Duetime-Attempt": str(ctx.attempt),
-        "User-Agent": "Duetime-Worker",
-    }
     try:
-        conn.request("POST", destination.target, body=body, headers=headers)
+        conn.request(method, destination.target, body=body if method != "GET" else None, headers=headers)
         response = conn.getresponse()
         text = response.read(2000).decode(errors="replace")
     except addresses.NotPublic as exc:

@@ -189,9 +189,9 @@ class Worker:
                     only_tenants=self.only_tenants,
                     except_tenants=self.except_tenants,
                 )
-        allowances = self._allowances(leases)
+        allowances, calls = self._allowances(leases)
         for lease in leases:  # only once committed
-            self._start(lease, allowances.get(lease.tenant_id))
+            self._start(lease, allowances.get(lease.tenant_id), calls.get(lease.job_id))
         result.claimed = len(leases)
         return result
 
@@ -278,15 +278,15 @@ class Worker:
 
     # --- execution --------------------------------------------------------
     def _allowances(self, leases):
-        """The http targets' tenants' private networks as they are now; {} if they cannot be read (each call
-        then reads its own: checked when used either way)."""
+        """The http targets' tenants' private networks and the jobs' calls (targets.HttpCall) as they are now;
+        ({}, {}) if they cannot be read (each call then reads its own: checked when used either way)."""
         try:
-            return targets.allowances(leases)
+            return targets.allowances(leases), targets.http_calls(leases)
         except (*DATABASE_ERRORS, ValueError):
-            log.warning("could not read the tenants' private networks; each http call reads its own", exc_info=True)
-            return {}
+            log.warning("could not read the http targets' networks and calls; each call reads its own", exc_info=True)
+            return {}, {}
 
-    def _start(self, lease, allowance=None):
+    def _start(self, lease, allowance=None, http=None):
         ctx = targets.Attempt(
             run_id=lease.run_id,
             job_name=lease.job_name,
@@ -297,6 +297,7 @@ class Worker:
             due_at=lease.due_at,
             tenant_id=lease.tenant_id,
             allowance=allowance,
+            http=http,
         )
         ctx._heartbeat = lambda: self._extend(lease)
         self.inflight[lease.run_id] = InFlight(lease, ctx, time.monotonic())

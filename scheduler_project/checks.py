@@ -68,7 +68,18 @@ def duetime_settings(app_configs, **kwargs):
     errors.extend(_move_log_errors())
     errors.extend(_default_jitter_errors())
     errors.extend(_retention_errors())
+    errors.extend(_http_secret_errors())
     return errors
+
+
+def _http_secret_errors():
+    """DUETIME_HTTP_SECRETS is {tenant: {name: header value}} (never repeating a value: checks are printed)."""
+    from jobs import http_secrets  # at call time, as the other checks that read a domain module
+
+    return [
+        Error(f"DUETIME_HTTP_SECRETS: {problem}.", hint='e.g. {"acme": {"billing-api": "<token>"}}', id="duetime.E060")
+        for problem in http_secrets.problems(settings.DUETIME_HTTP_SECRETS)
+    ]
 
 
 def _failover_errors():

@@ -269,6 +269,9 @@ DUETIME_LOGIN_FAILURES_PER_USER = env.int("DUETIME_LOGIN_FAILURES_PER_USER", def
 DUETIME_LOGIN_FAILURES_PER_ADDRESS = env.int("DUETIME_LOGIN_FAILURES_PER_ADDRESS", default=50)
 DUETIME_LOGIN_LOCKOUT_MINUTES = env.int("DUETIME_LOGIN_LOCKOUT_MINUTES", default=15)
 DUETIME_HTTP_ALLOW_PRIVATE = env.bool("DUETIME_HTTP_ALLOW_PRIVATE", default=False)
+# Bearer tokens http targets may send, by tenant and name (jobs/http_secrets.py, docs/tasks.md): JSON such as
+# {"acme": {"billing-api": "<token>"}}. A job names one; the value stays here, read at each call.
+DUETIME_HTTP_SECRETS = env.json("DUETIME_HTTP_SECRETS", default={})
 DUETIME_IDEMPOTENCY_TTL_HOURS = env.int("DUETIME_IDEMPOTENCY_TTL_HOURS", default=24)
 # Days a finished run (with its attempts) and a resolved dead letter are kept (runs/retention.py); dead runs
 # with an open dead letter are kept until it is resolved. Whole days: history is partitioned by day.

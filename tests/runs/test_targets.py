@@ -364,12 +364,15 @@ def test_it_reads_the_allowances_of_a_batch_of_http_targets_in_one_query(acme, g
         assert targets.allowances([Lease(acme.pk, "python")]) == {}
 
 
-def test_it_calls_with_the_allowance_the_worker_read_without_asking_the_database(
-    endpoint, acme, django_assert_num_queries
+def test_it_calls_with_the_allowance_and_call_the_worker_read_without_asking_the_database(
+    endpoint, acme, make_job, django_assert_num_queries
 ):
-    """A child process of the `processes` pool gets the allowance with the attempt: it opens no connection."""
+    """A child process of the `processes` pool gets the allowance and the job's call with the attempt: it opens
+    no connection."""
     acme.private_networks = "127.0.0.1/32"
     acme.save()
-    run = context(tenant_id=acme.pk, allowance=targets.allowances([Lease(acme.pk, "http")])[acme.pk])
+    job = make_job(acme, target_kind="http", target_ref=endpoint)
+    (call,) = targets.http_calls([collections.namedtuple("Lease", "job_id target_kind")(job.pk, "http")]).values()
+    run = context(tenant_id=acme.pk, allowance=targets.allowances([Lease(acme.pk, "http")])[acme.pk], http=call)
     with django_assert_num_queries(0):
         assert targets.execute("http", endpoint, run, 10).outcome == "succeeded"

@@ -96,3 +96,26 @@ def test_it_refuses_a_retention_that_is_not_a_whole_number_of_days(settings):
         assert ids(duetime_settings(None)) == ["duetime.E050"], bad
     settings.DUETIME_RETENTION_DAYS = 1
     assert ids(duetime_settings(None)) == []
+
+
+def test_it_refuses_http_secrets_of_the_wrong_shape_without_repeating_a_value(settings):
+    settings.DUETIME_HTTP_SECRETS = {
+        "acme": {"billing-api": "tok-good", "bad name": "tok-x", "crm": "tok-line\r\nbreak"},
+        "globex": "tok-flat",
+    }
+    errors = duetime_settings(None)
+    assert ids(errors) == ["duetime.E060"] * 3
+    assert [error.msg for error in errors] == [
+        "DUETIME_HTTP_SECRETS: tenant 'acme': 'bad name' is not a secret name (letters, digits, '.', '_', '-').",
+        "DUETIME_HTTP_SECRETS: tenant 'acme', secret 'crm': the value must be a non-empty header value "
+        "(visible ASCII, no line breaks).",
+        "DUETIME_HTTP_SECRETS: tenant 'globex': must be an object of secret names, not str.",
+    ]
+    assert not any("tok-" in error.msg for error in errors)
+
+
+def test_it_refuses_http_secrets_that_are_not_an_object(settings):
+    settings.DUETIME_HTTP_SECRETS = ["tok-a"]
+    assert [e.msg for e in duetime_settings(None)] == [
+        "DUETIME_HTTP_SECRETS: must be a JSON object of tenants, not list."
+    ]
