@@ -16,6 +16,15 @@ def migrate(targets):
     return executor.loader.project_state(targets).apps
 
 
+@pytest.fixture(autouse=True)
+def latest_schema_afterwards():
+    """Each test migrates back and forth; the tests after it need every migration applied, later ones too."""
+    yield
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
 @pytest.mark.django_db(transaction=True)
 def test_it_makes_existing_members_owners_and_existing_team_tokens_operators(django_user_model):
     old = migrate(BEFORE)
