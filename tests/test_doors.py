@@ -143,6 +143,7 @@ CONTROLS = {
         "replay_many",
         {
             "api": lambda api, w: api_call(api, w, "POST", f"/v1/dlq/{w['letter'].pk}:replay"),
+            "api, many": lambda api, w: api_call(api, w, "POST", "/v1/dlq:replay", {"ids": [w["letter"].pk]}),
             "portal": portal_action(LETTERS, "replay_dead_letters", lambda w: [w["letter"].pk]),
         },
         lambda w: DeadLetter.objects.get(pk=w["letter"].pk).replayed_at is not None,
@@ -152,6 +153,7 @@ CONTROLS = {
         "discard_many",
         {
             "api": lambda api, w: api_call(api, w, "POST", f"/v1/dlq/{w['letter'].pk}:discard"),
+            "api, many": lambda api, w: api_call(api, w, "POST", "/v1/dlq:discard", {"job": "billing.dies"}),
             "portal": portal_action(LETTERS, "discard_dead_letters", lambda w: [w["letter"].pk]),
         },
         lambda w: DeadLetter.objects.get(pk=w["letter"].pk).discarded_at is not None,

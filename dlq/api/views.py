@@ -10,7 +10,13 @@ import re
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from dlq.api.serializers import DeadLetterSerializer, ResolveSerializer
+from dlq.api.serializers import (
+    BULK_LIMIT,
+    BulkResolveSerializer,
+    BulkResultSerializer,
+    DeadLetterSerializer,
+    ResolveSerializer,
+)
 from dlq.models import DeadLetter
 from jobs import roles
 from jobs.validation import NAME_RE
@@ -102,3 +108,68 @@ class DeadLetterDiscardView(_Resolve):
     )
     def post(self, request, letter_id):
         return super().post(request, letter_id)
+
+
+class _BulkResolve(TeamEndpoint):
+    """Replay or discard many open letters at once, by ids or by filter; `dry_run` says what would change.
+
+    The same runs.controls functions as the portal's bulk actions, in one transaction per call.
+    """
+
+    move_name = None  # "replay" or "discard"
+    method_roles = {"POST": roles.OPERATE}
+
+    def post(self, request):
+        values = validated(BulkResolveSerializer, request.data)
+        letters = scoped(request, DeadLetter.objects.all()).filter(**STATUS_FILTERS["open"])
+        if "ids" in values:
+            letters = letters.filter(pk__in=values["ids"])
+        if "job" in values:
+            if not re.fullmatch(NAME_RE, values["job"]):
+                raise invalid([{"field": "job", "pointer": "/job", "detail": "is not a job name"}])
+            letters = letters.filter(job__name=values["job"])
+        if "dead_after" in values:
+            letters = letters.filter(dead_at__gte=values["dead_after"])
+        if "dead_before" in values:
+            letters = letters.filter(dead_at__lt=values["dead_before"])
+        selected = list(letters.order_by("pk").values_list("pk", flat=True)[: BULK_LIMIT + 1])
+        more, selected = len(selected) > BULK_LIMIT, selected[:BULK_LIMIT]
+        changed = []
+        if selected and not values["dry_run"]:
+            move = controls.replay_many if self.move_name == "replay" else controls.discard_many
+            chosen = DeadLetter.objects.filter(pk__in=selected)
+            changed = sorted(letter.pk for letter in move(chosen, actor=self.actor, note=values["note"]))
+        body = {
+            "dry_run": values["dry_run"],
+            "matched": len(selected),
+            "changed": len(changed),
+            "letters": selected if values["dry_run"] else changed,
+            "more": more,
+        }
+        return Response(BulkResultSerializer(body).data)
+
+
+class DeadLetterBulkReplayView(_BulkResolve):
+    move_name = "replay"
+
+    @extend_schema(
+        operation_id="dlq_replay_many",
+        summary="Replay many open dead letters (by ids or by filter); dry_run answers what would change",
+        request=BulkResolveSerializer,
+        responses={200: BulkResultSerializer, **problem_responses(400, 415)},
+    )
+    def post(self, request):
+        return super().post(request)
+
+
+class DeadLetterBulkDiscardView(_BulkResolve):
+    move_name = "discard"
+
+    @extend_schema(
+        operation_id="dlq_discard_many",
+        summary="Discard many open dead letters (by ids or by filter); dry_run answers what would change",
+        request=BulkResolveSerializer,
+        responses={200: BulkResultSerializer, **problem_responses(400, 415)},
+    )
+    def post(self, request):
+        return super().post(request)

@@ -243,10 +243,16 @@ class BackfillSerializer(serializers.Serializer):
     ignore_windows = Boolean(
         default=False, help_text="Run the occurrences that maintenance windows and calendars would hold back too."
     )
+    dry_run = Boolean(default=False, help_text="Answer the plan (which occurrences would run) and create nothing.")
 
 
 class BackfillResultSerializer(serializers.Serializer):
-    created = serializers.IntegerField(help_text="Runs created, due now.")
+    dry_run = serializers.BooleanField()
+    created = serializers.IntegerField(help_text="Runs created, due now (0 on a dry run).")
+    planned = serializers.IntegerField(help_text="Occurrences the backfill runs (or, on a dry run, would run).")
+    due_at = serializers.ListField(
+        child=serializers.DateTimeField(), help_text="On a dry run, each planned occurrence (at most 100 listed)."
+    )
     truncated = serializers.BooleanField(help_text="True when the window held more than max_runs occurrences.")
     held_back = serializers.IntegerField(help_text="Occurrences that maintenance windows and calendars left out.")
     first_due_at = serializers.DateTimeField(allow_null=True)

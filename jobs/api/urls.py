@@ -1,8 +1,8 @@
-"""/v1/jobs, /v1/schedules and /v1/tenant routes. Actions use the `name:action` style (AIP-136); names may hold dots and dashes, never ':' or '/'."""
+"""/v1/jobs, /v1/schedules, /v1/tenant and /v1/audit routes. Actions use the `name:action` style (AIP-136); names may hold dots and dashes, never ':' or '/'."""
 
 from django.urls import re_path
 
-from jobs.api import schedules, tenant, views
+from jobs.api import audit, schedules, tenant, views
 
 NAME = r"(?P<name>[^/:]+)"
 
@@ -14,6 +14,7 @@ urlpatterns = [
     re_path(rf"^jobs/{NAME}:backfill$", views.JobBackfillView.as_view(), name="api-job-backfill"),
     re_path(r"^schedules$", schedules.ScheduleSetView.as_view(), name="api-schedules"),
     re_path(r"^tenant$", tenant.TenantView.as_view(), name="api-tenant"),
+    re_path(r"^audit$", audit.AuditLogView.as_view(), name="api-audit"),
     re_path(r"^tenant:pause$", tenant.TenantPauseView.as_view(), name="api-tenant-pause"),
     re_path(r"^tenant:resume$", tenant.TenantResumeView.as_view(), name="api-tenant-resume"),
 ]

@@ -9,10 +9,10 @@ import re
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
-from jobs import jitter, quotas, roles
+from jobs import jitter, roles
 from jobs.api.serializers import (
     BackfillResultSerializer,
     BackfillSerializer,
@@ -27,7 +27,7 @@ from runs import backfill, controls, enqueue
 from scheduler_project.api.endpoints import PAGE_PARAMETERS, CursorPage, TeamEndpoint, page_of
 from scheduler_project.api.idempotent import IDEMPOTENCY_KEY, idempotent
 from scheduler_project.api.lookups import NAME, job_or_404, live_job_or_409, scoped
-from scheduler_project.api.problems import invalid, is_schedule_error, problem_responses, validated
+from scheduler_project.api.problems import Problem, invalid, is_schedule_error, problem_responses, validated
 
 Status = JobDefinition.Status
 
@@ -62,6 +62,56 @@ class JobListView(TeamEndpoint):
         return page.get_paginated_response(JobSerializer(rows, many=True).data)
 
 
+IF_MATCH = OpenApiParameter(
+    "If-Match",
+    str,
+    OpenApiParameter.HEADER,
+    description="The job's ETag as you read it: the PUT applies only if nobody changed the job since "
+    "(412 precondition-failed otherwise). `*`: only if the job exists.",
+)
+IF_NONE_MATCH = OpenApiParameter(
+    "If-None-Match", str, OpenApiParameter.HEADER, description="`*`: create only; 412 if the job exists."
+)
+
+
+def etag(job):
+    """A job's entity tag: its id and definition version (a strong validator; the version moves on every change)."""
+    return f'"{job.pk}-{job.version}"'
+
+
+def read_preconditions(request):
+    """(`If-Match` tags or None, whether `If-None-Match: *`): RFC 9110 conditional PUT of a job."""
+    if_match = request.headers.get("If-Match")
+    tags = None
+    if if_match is not None:
+        tags = [tag.strip() for tag in if_match.split(",") if tag.strip()]
+        if not tags or any(tag != "*" and not re.fullmatch(r'(W/)?"[^"\x00-\x1f]{0,64}"', tag) for tag in tags):
+            detail = 'must be "*" or a list of entity tags as the job\'s ETag gives them, e.g. "17-3"'
+            raise invalid([{"field": "If-Match", "pointer": "#", "detail": detail}])
+    if_none_match = request.headers.get("If-None-Match")
+    if if_none_match is not None and if_none_match.strip() != "*":
+        raise invalid([{"field": "If-None-Match", "pointer": "#", "detail": 'only "*" (create, never replace)'}])
+    return tags, if_none_match is not None
+
+
+def check_preconditions(job, name, preconditions):
+    tags, create_only = preconditions
+    if create_only and job is not None:
+        raise Problem(
+            "precondition-failed", f"Job {name} exists (version {job.version}); If-None-Match: * creates only."
+        )
+    if tags is None:
+        return
+    if job is None:
+        raise Problem("precondition-failed", f"Job {name} does not exist; If-Match needs a job to compare with.")
+    if "*" not in tags and etag(job) not in tags:  # a weak tag never matches a strong comparison
+        raise Problem(
+            "precondition-failed",
+            f"Job {name} is at version {job.version} (ETag {etag(job)}), not the one If-Match names: "
+            "read it again, merge your change, and retry.",
+        )
+
+
 class JobNamePage(CursorPage):
     ordering = "name"  # unique per tenant
     position_pattern = NAME_RE
@@ -75,14 +125,15 @@ class JobView(TeamEndpoint):
         responses={200: JobSerializer, **problem_responses(404)},
     )
     def get(self, request, name):
-        return Response(JobSerializer(job_or_404(request, name)).data)
+        job = job_or_404(request, name)
+        return Response(JobSerializer(job).data, headers={"ETag": etag(job)})
 
     @extend_schema(
         operation_id="jobs_put",
         summary="Create or update a job (the body is the whole definition)",
-        parameters=[NAME],
+        parameters=[NAME, IF_MATCH, IF_NONE_MATCH],
         request=JobSerializer,
-        responses={200: JobSerializer, 201: JobSerializer, **problem_responses(400, 413, 415, 429)},
+        responses={200: JobSerializer, 201: JobSerializer, **problem_responses(400, 412, 413, 415, 429)},
     )
     def put(self, request, name):
         if not re.fullmatch(NAME_RE, name):
@@ -92,25 +143,30 @@ class JobView(TeamEndpoint):
             )
             raise invalid([{"field": "name", "pointer": "#", "detail": detail}])
         values = validated(JobSerializer, request.data)
+        preconditions = read_preconditions(request)
         for attempt in range(2):
             try:
-                job, created = self.store(request, name, values)
+                job, created = self.store(request, name, values, preconditions)
                 break
             except IntegrityError:
                 if attempt:  # a concurrent PUT created it first; the second pass updates it
                     raise
         status = 201 if created else 200
-        headers = {"Location": job_url(job)} if created else {}
+        headers = {"ETag": etag(job), **({"Location": job_url(job)} if created else {})}
         return Response(JobSerializer(job).data, status=status, headers=headers)
 
     @transaction.atomic
-    def store(self, request, name, values):
-        """Create, change or leave the job; the version moves only when something changed."""
+    def store(self, request, name, values, preconditions):
+        """Create, change or leave the job; the version moves only when something changed.
+
+        The preconditions are judged on the locked row, so of two owners who read
+        version 3 and both PUT with `If-Match`, the second gets 412, not a silent
+        overwrite. The tenant's max_definitions is save_definition's to check.
+        """
         job = scoped(request, JobDefinition.objects.select_for_update(of=("self",))).filter(name=name).first()
+        check_preconditions(job, name, preconditions)
         created = job is None
         revived = not created and job.status == Status.CANCELLED
-        if created or revived:
-            quotas.check_definitions(request.auth.tenant)
         if created:
             job = JobDefinition(tenant=request.auth.tenant, name=name)
         # A jitter the body does not state is Duetime's to choose or keep (jobs.jitter), never a change.
@@ -190,7 +246,11 @@ class JobBackfillView(TeamEndpoint):
         summary="Run a cron job's occurrences in [start, end) again, now",
         parameters=[NAME, IDEMPOTENCY_KEY],
         request=BackfillSerializer,
-        responses={201: BackfillResultSerializer, **problem_responses(400, 404, 409, 415, 422, 429)},
+        responses={
+            201: BackfillResultSerializer,
+            200: OpenApiResponse(BackfillResultSerializer, description="A dry run: the plan, nothing created."),
+            **problem_responses(400, 404, 409, 415, 422, 429),
+        },
     )
     @idempotent
     def post(self, request, name):
@@ -213,15 +273,18 @@ class JobBackfillView(TeamEndpoint):
                 ignore_windows=values["ignore_windows"],
                 plan=plan,
             )
-            if plan.times
+            if plan.times and not values["dry_run"]
             else []
         )
         times = plan.times
         body = {
+            "dry_run": values["dry_run"],
             "created": len(created),
+            "planned": len(times),
+            "due_at": times[:100] if values["dry_run"] else [],
             "truncated": plan.truncated,
             "held_back": plan.held_back,
             "first_due_at": times[0] if times else None,
             "last_due_at": times[-1] if times else None,
         }
-        return Response(BackfillResultSerializer(body).data, status=201)
+        return Response(BackfillResultSerializer(body).data, status=200 if values["dry_run"] else 201)

@@ -8,10 +8,11 @@ import pytest
 from rest_framework.test import APIRequestFactory
 
 from jobs.idempotency import KeyInFlight, KeyReused
-from jobs.models import Tenant
+from jobs.models import JobDefinition, Tenant
 from jobs.quotas import QuotaExceeded
 from jobs.roles import InsufficientRole
 from jobs.tokens import QueueNotAllowed
+from runs.controls import ConcurrencyLimit
 from runs.transitions import StaleLease
 from scheduler_project.api import problems
 from tests.fixtures.api import assert_problem, nightly, on_demand
@@ -202,6 +203,13 @@ DOMAIN_ERRORS = [
     (KeyInFlight("invoice-42"), 409, "idempotency-key-in-use", "still being processed", "1"),
     (QueueNotAllowed(["reports"], ["payroll"]), 403, "forbidden", "queues ['reports'], not ['payroll']", None),
     (StaleLease("run 7: fencing token 41 is not the current lease"), 409, "stale-lease", "stop working on", None),
+    (
+        ConcurrencyLimit(JobDefinition(name="billing.nightly", concurrency=2), 2),
+        409,
+        "concurrency-limit",
+        "Job billing.nightly already runs 2 of at most 2 at once",
+        None,
+    ),
     (
         InsufficientRole("viewer", "operator", "POST /v1/jobs/nightly:pause"),
         403,
