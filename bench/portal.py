@@ -109,6 +109,7 @@ def prepare(runs):
                     "queues": QUEUES,
                 },
             )
+        cursor.execute(INSERT_READY_MARKS, {"tenant": tenant.pk})
         cursor.execute(INSERT_ATTEMPTS, {"tenant": tenant.pk})
         cursor.execute(INSERT_DEAD_LETTERS, {"tenant": tenant.pk})
         cursor.execute(INSERT_TENANT_MINUTES, {"tenant": tenant.pk})
@@ -129,7 +130,14 @@ def _drop(tenant):
         cursor.execute(
             "DELETE FROM runs_attempt a USING runs_run r WHERE a.run_id = r.id AND r.tenant_id = %s", [tenant.pk]
         )
-        for table in ("dlq_deadletter", "runs_tenantminute", "runs_jobhour", "runs_run", "jobs_auditentry"):
+        for table in (
+            "dlq_deadletter",
+            "runs_tenantminute",
+            "runs_jobhour",
+            "runs_run",
+            "runs_readymark",
+            "jobs_auditentry",
+        ):
             cursor.execute(f"DELETE FROM {table} WHERE tenant_id = %s", [tenant.pk])
     tenant.delete()
 
@@ -168,6 +176,14 @@ FROM generate_series(%(start)s, %(stop)s) AS i,
          WHEN i %% 10000 < 150 THEN 'cancelled'
          WHEN i %% 10000 < 200 THEN 'skipped'
          ELSE 'succeeded' END AS state) AS s
+"""
+
+# The ready marks of the claimable runs (runs.models.ReadyMark), as runs/sql insert_runs writes them.
+INSERT_READY_MARKS = """
+INSERT INTO runs_readymark (tenant_id, queue, due_at)
+SELECT tenant_id, queue, min(available_at) FROM runs_run
+WHERE tenant_id = %(tenant)s AND state IN ('scheduled', 'retry_wait') AND history_day = DATE '9999-12-31'
+GROUP BY tenant_id, queue
 """
 
 # First attempts of the last day's started runs, and of every dead run.

@@ -11,6 +11,7 @@ from runs.enqueue import build_runs
 from runs.models import Run
 
 INSERT_CHUNK = 10_000
+DESIGN_AHEAD_SECONDS = 300  # design_tenants: how far ahead the cron jobs' first runs are materialised
 
 
 def bench_tenant(workload, queue=None):
@@ -43,6 +44,74 @@ def idle_tenants(prefix, count):
     for start in range(0, count, INSERT_CHUNK):
         names = (f"{prefix}-idle-{i}" for i in range(start, min(count, start + INSERT_CHUNK)))
         Tenant.objects.bulk_create(Tenant(name=name) for name in names)
+
+
+def design_tenants(prefix, count, queue, future, ahead_seconds=DESIGN_AHEAD_SECONDS):
+    """The design's shape: `count` tenants `<prefix>-cron-<i>`, each with one every-minute cron job on
+    `queue` and `future` // `count` (at least 1) runs materialised ahead, the first `ahead_seconds` ahead.
+
+    PostgreSQL only, and the bulk path: the tenants go in through the ORM a chunk at a time, then one
+    statement clones a template job (created through the ORM) for every one of them, and one inserts
+    their runs from generate_series with the ready marks of runs/sql insert_runs (runs.models.ReadyMark),
+    where runs.enqueue.insert_runs would take one statement per job. The runs are what the
+    materialiser writes (origin schedule, one per minute per job, each job at its own second);
+    the jobs' next_due_at is past the last of them, so a scheduler would have nothing to add yet.
+    Returns the number of runs it inserted.
+    """
+    if connection.vendor != "postgresql":
+        raise SystemExit("the design shape is built with PostgreSQL's generate_series: set DATABASE_URL")
+    names = [f"{prefix}-cron-{i}" for i in range(count)]
+    for start in range(0, count, INSERT_CHUNK):
+        Tenant.objects.bulk_create(
+            Tenant(name=name, task_module_prefixes="bench.handlers") for name in names[start : start + INSERT_CHUNK]
+        )
+    per_tenant = max(1, future // max(1, count))
+    first = db_now() + dt.timedelta(seconds=ahead_seconds)
+    template = JobDefinition.objects.create(
+        tenant=Tenant.objects.get(name=names[0]),
+        name="design.cron",
+        schedule_kind="cron",
+        cron_expr="* * * * *",
+        target_kind="python",
+        target_ref="bench.handlers.noop",
+        queue=queue,
+        overlap_policy="allow",
+        next_due_at=first + dt.timedelta(minutes=per_tenant + 1),
+        shard=shard_for(names[0], "design.cron"),
+    )
+    columns = [f.column for f in JobDefinition._meta.concrete_fields if f.column not in ("id", "tenant_id")]
+    pattern = f"{prefix}-cron-%"
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO jobs_jobdefinition (tenant_id, {', '.join(columns)}) "
+            f"SELECT t.id, {', '.join('j.' + c for c in columns)} FROM jobs_tenant t, jobs_jobdefinition j "
+            "WHERE j.id = %s AND t.name LIKE %s AND t.id <> j.tenant_id",
+            [template.pk, pattern],
+        )
+        cursor.execute(DESIGN_RUNS, {"first": first, "per": per_tenant, "pattern": pattern})
+    return count * per_tenant
+
+
+# design_tenants: the runs of the cloned cron jobs, one a minute from %(first)s (each job at its own
+# second), and their ready marks, as runs/sql insert_runs writes them.
+DESIGN_RUNS = """
+WITH inserted AS (
+    INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts,
+                          timeout_seconds, idempotency_key, worker_id, queue, priority, shard, payload, last_error,
+                          reason, created_at, history_day)
+    SELECT j.id, j.tenant_id, 'schedule', d.due, d.due, 'scheduled', 0, j.max_attempts, j.timeout_seconds,
+           j.name || '@' || d.due, '', j.queue, j.priority, j.shard, '{}'::jsonb, '', '', now(), DATE '9999-12-31'
+    FROM jobs_jobdefinition j
+    JOIN jobs_tenant t ON t.id = j.tenant_id AND t.name LIKE %(pattern)s
+    CROSS JOIN LATERAL (
+        SELECT %(first)s::timestamptz + make_interval(secs => j.id %% 60 + k * 60) AS due
+        FROM generate_series(0, %(per)s - 1) AS k
+    ) AS d
+    RETURNING tenant_id, queue, available_at
+)
+INSERT INTO runs_readymark (tenant_id, queue, due_at)
+SELECT tenant_id, queue, min(available_at) FROM inserted GROUP BY tenant_id, queue
+"""
 
 
 def insert_runs(job, first_due, count, spacing_seconds=0.0, start_index=0):

@@ -9,12 +9,14 @@ import time
 import uuid
 
 from django.db import transaction
+from django.db.models import Count, Max, Min
 
 from bench import report
 from bench.processes import Fleet
-from bench.setup import bench_tenant, db_now, idle_tenants, insert_runs, settle
+from bench.setup import bench_tenant, db_now, design_tenants, idle_tenants, insert_runs, settle
 from jobs.models import Tenant
 from runs import claims, transitions
+from runs.models import Attempt, Run
 
 
 def drain(options):
@@ -123,25 +125,35 @@ def _drain_once(tenant, job, runs, options, start_index):
 def tenants(options):
     """Claim cost with `active` tenants holding work, first alone, then among `tenants` in all: the ratio.
 
-    The second phase adds `tenants - active` idle tenants (no job, no run). In
-    each phase `runs` runs spread over the active tenants fall due at once and
-    this process claims (batches of `batch`) and completes them until none is
-    left, timing each claim: a claim must cost the same whatever the number of
-    idle tenants. Each phase is drained `repeat` times, compared by median.
+    The second phase adds `tenants - active` other tenants; `--shape` says what they hold:
+    `idle` (the default) no job and no run; `design` the design's shape, one cron job each with
+    `future` runs materialised ahead in all, on the active tenants' queue (bench.setup.design_tenants).
+    In each phase `runs` runs spread over the active tenants fall due at once and are claimed
+    and completed until none is left: with `idle`, by this process (batches of `batch`, each
+    claim timed); with `design`, by `workers` run_worker processes at `concurrency`, as in
+    production. Either way the drain must go as fast whatever the other tenants hold.
+    Each phase is drained `repeat` times, compared by median.
     """
-    prefix, count = f"bench-tenants-{uuid.uuid4().hex[:8]}", options["active"]
+    prefix, count, design = f"bench-tenants-{uuid.uuid4().hex[:8]}", options["active"], options["shape"] == "design"
     jobs = [bench_tenant(f"tenants-active-{i}", queue=prefix)[1] for i in range(count)]
     phases = {"few_tenants": [], "many_tenants": []}
+    future = 0
     for phase, drains in phases.items():
         if phase == "many_tenants":
-            idle_tenants(prefix, options["tenants"] - count)
+            if design:
+                future = design_tenants(prefix, options["tenants"] - count, prefix, options["future"])
+            else:
+                idle_tenants(prefix, options["tenants"] - count)
         for _ in range(options["repeat"]):
-            drains.append(_claim_all(jobs, options, start_index=sum(map(len, phases.values())) * options["runs"]))
+            start_index = sum(map(len, phases.values())) * options["runs"]
+            drains.append((_workers_drain if design else _claim_all)(jobs, options, start_index=start_index))
     few, many = (statistics.median(d["runs_per_s"] for d in phases[p]) for p in phases)
     return {
         "workload": "tenants",
-        "tenant": f"{prefix}-idle-*, bench-tenants-active-*",
+        "shape": options["shape"],
+        "tenant": f"{prefix}-{'cron' if design else 'idle'}-*, bench-tenants-active-*",
         "tenants_in_database": Tenant.objects.count(),
+        "future_runs": future,
         "active": count,
         "batch": options["batch"],
         "runs_per_s": many,
@@ -149,6 +161,34 @@ def tenants(options):
         "phases": phases,
         "ratio": round(many / few, 3) if few and many else None,
     }
+
+
+def _workers_drain(jobs, options, start_index):
+    """Runs due now over `jobs` (one transaction), drained by a fleet of workers (no scheduler: nothing
+    expires, and the design shape's cron jobs have nothing to materialise yet). Throughput from the attempts."""
+    settle()
+    tenant_ids = [job.tenant_id for job in jobs]
+    fleet = Fleet(
+        jobs[0].queue, options["workers"], options["concurrency"], options["batch"], options["pool"], scheduler=False
+    )
+    try:
+        fleet.wait_ready()
+        since, each = db_now(), max(1, options["runs"] // len(jobs))
+        with transaction.atomic():
+            for i, job in enumerate(jobs):
+                insert_runs(job, since, each, start_index=start_index + i * each)
+        runs = Run.objects.filter(tenant_id__in=tenant_ids)
+        deadline = time.monotonic() + options["timeout"]
+        while runs.pending().exists() and time.monotonic() < deadline:
+            if not fleet.alive():
+                raise RuntimeError("a bench process died; see its output")
+            time.sleep(0.2)
+    finally:
+        fleet.stop()
+    first = Attempt.objects.filter(run__tenant_id__in=tenant_ids, run__created_at__gte=since, attempt=1)
+    span = first.aggregate(start=Min("started_at"), end=Max("ended_at"), n=Count("id"))
+    elapsed = (span["end"] - span["start"]).total_seconds() if span["start"] else None
+    return {"claimed": span["n"], "runs_per_s": round(span["n"] / elapsed, 1) if elapsed else None}
 
 
 def _claim_all(jobs, options, start_index):

@@ -4,9 +4,10 @@ One transaction per batch, race-free on both databases, the same steps on
 both (runs/sql/ holds each dialect's form of the queries):
 
 1. `lock_ready_tenants`: the tenants with due work on the wanted queues,
-   found by a skip-scan over the tenants that have claimable runs at all, so
-   a claim costs the same whether 100 or 100,000 tenants exist (idle tenants
-   are never read). On PostgreSQL their rows are locked, so claims for one
+   found from the ready marks due now (runs.models.ReadyMark), so a claim's
+   cost follows the tenants with due work, however many tenants exist or
+   have runs scheduled ahead; the same statement settles the marks of a
+   (tenant, queue) whose due work is all taken. On PostgreSQL their rows are locked, so claims for one
    tenant take turns and its caps are counted without races; a tenant another
    claim holds is passed over (SKIP LOCKED), so a claimer that stalls inside
    its transaction stalls no one else. On SQLite the IMMEDIATE transaction

@@ -196,7 +196,10 @@ class Run(models.Model):
         # (fixtures, the shell) goes where that insert would put it, so run_finished_is_history holds.
         if self._state.adding and self.state in HISTORY_STATES and self.history_day == OPEN_DAY:
             self.history_day = partitions.history_day(self.finished_at or timezone.now())
+        adding = self._state.adding
         super().save(*args, **kwargs)
+        if adding and self.state in CLAIMABLE_STATES:
+            ReadyMark.objects.create(tenant_id=self.tenant_id, queue=self.queue, due_at=self.available_at)
 
     def __str__(self):
         # The job's name, not its id: "run 21 of 1" read like a count in the portal's previews.
@@ -209,6 +212,35 @@ class Run(models.Model):
     def is_ready(self, now):
         """RunQuerySet.ready for one loaded run."""
         return self.state in CLAIMABLE_STATES and self.available_at <= now
+
+
+class ReadyMark(models.Model):
+    """The ready set: "`tenant` may have a claimable run on `queue` from `due_at` on".
+
+    The invariant: every claimable run has a mark of its tenant and queue at or
+    before its available_at. Each statement that makes runs claimable (insert,
+    retry, release, replay) adds a mark per (tenant, queue) at the earliest
+    available_at of those runs, in its own transaction; a claim reads only the
+    marks due now (readymark_due), so a tenant whose runs are all scheduled
+    ahead costs a claim nothing. A claim deletes the due marks of a (tenant,
+    queue) that has no due claimable run left and, in the same statement (one
+    snapshot), adds one at its next claimable run (runs/sql lock_ready_tenants).
+    Marks are inserted and deleted, never updated: a writer takes no lock and
+    waits for no claim, and a mark a claim cannot see is one it cannot delete.
+    A mark too early only costs a claim a look; none is ever too late.
+    """
+
+    # No database constraint: a run's tenant has none either (see Run.tenant).
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False)
+    queue = models.CharField(max_length=64)
+    due_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # runs/sql lock_ready_tenants: the marks due now on the wanted queues (a range per queue),
+            # with their tenants (an index-only scan).
+            models.Index(fields=["queue", "due_at", "tenant"], name="readymark_due"),
+        ]
 
 
 class Attempt(models.Model):

@@ -30,7 +30,7 @@ import json
 import random
 
 from django.db import OperationalError, connection, transaction
-from django.db.models import F, Value
+from django.db.models import F, Min, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -38,7 +38,7 @@ from dlq.models import DeadLetter
 from jobs import secrets
 from jobs.models import JobDefinition
 from runs import generations, metrics, move_log, partitions, sql
-from runs.models import CLAIMABLE_STATES, HISTORY_STATES, OPEN_DAY, Attempt, Run
+from runs.models import CLAIMABLE_STATES, HISTORY_STATES, OPEN_DAY, Attempt, ReadyMark, Run
 
 S = Run.State
 
@@ -93,6 +93,12 @@ def _move(runs, source, target, **values):
     """
     sources = (source,) if isinstance(source, str) else tuple(source)
     _check([(s, target) for s in sources])
+    if target in CLAIMABLE_STATES:
+        with transaction.atomic(savepoint=False):
+            moved = _update(runs.filter(state__in=sources), target, values)
+            if moved:
+                _mark_ready(runs.filter(state=target))
+        return moved
     if target not in HISTORY_STATES:
         return _update(runs.filter(state__in=sources), target, values)
     # Into history (cancelled, skipped): the runs move to the day's partition, and their attempts follow.
@@ -105,6 +111,12 @@ def _move(runs, source, target, **values):
             there = runs.filter(state=target, history_day=day).values("pk")
             Attempt.objects.filter(history_day=OPEN_DAY, run_id__in=there).update(history_day=day)
     return moved
+
+
+def _mark_ready(runs):
+    """The ready marks of runs just made claimable (runs.models.ReadyMark): one per (tenant, queue), at the earliest."""
+    earliest = runs.values("tenant_id", "queue").annotate(due_at=Min("available_at")).order_by()
+    ReadyMark.objects.bulk_create(ReadyMark(**row) for row in earliest)
 
 
 def _update(runs, target, values):

@@ -25,94 +25,88 @@ SELECT set_config('lock_timeout', %(lock_timeout)s, true),
        set_config('idle_in_transaction_session_timeout', %(idle_timeout)s, true),
        set_config('enable_bitmapscan', 'off', true),
        set_config('enable_seqscan', 'off', true);
--- `with_work` is a skip-scan of run_claimable: one index descent per tenant
--- that has a claimable run (due or scheduled ahead), each jumping past that
--- tenant's rows to the next one, so tenants without work cost nothing
--- however many exist. The LIMIT 1 probes then keep one index descent per
--- (tenant, queue, priority) of those, whatever the backlog. SKIP LOCKED: a
--- tenant whose row another claim holds is served by that claim; waiting for
--- it would stall this claimer behind one that may be frozen.
+-- Then the ready set is settled (runs.models.ReadyMark): the marks due now on
+-- the wanted queues, one probe of run_claimable per (tenant, queue, priority)
+-- of them for its next claimable run, whatever else is scheduled. A (tenant,
+-- queue) with none due any more loses its due marks and gets one at that next
+-- run instead, in this one statement: its snapshot is the one that saw no due
+-- run, and a mark it does not see (a writer not committed yet) it does not
+-- delete. SKIP LOCKED: a mark another claim is settling is left to it.
+WITH due AS (
+    SELECT m.tenant_id, m.queue
+    FROM runs_readymark m
+    WHERE m.queue = ANY(%(queues)s::text[])
+      AND m.due_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+      AND (%(tenant)s::bigint IS NULL OR m.tenant_id = %(tenant)s::bigint)
+    GROUP BY m.tenant_id, m.queue
+),
+stale AS MATERIALIZED (
+    SELECT d.tenant_id, d.queue, n.next
+    FROM due d
+    CROSS JOIN LATERAL (
+        SELECT min(f.available_at) AS next
+        FROM (VALUES (0), (1), (2)) AS p(priority)
+        CROSS JOIN LATERAL (
+            SELECT r.available_at FROM runs_run r
+            WHERE r.tenant_id = d.tenant_id AND r.queue = d.queue AND r.priority = p.priority
+              AND r.state IN ('scheduled', 'retry_wait') AND r.history_day = '9999-12-31'
+            ORDER BY r.available_at
+            LIMIT 1
+        ) AS f
+    ) AS n
+    WHERE n.next IS NULL OR n.next > coalesce(%(now)s::timestamptz, statement_timestamp())
+),
+gone AS (
+    DELETE FROM runs_readymark m
+    WHERE m.id IN (SELECT g.id FROM runs_readymark g JOIN stale s ON s.tenant_id = g.tenant_id AND s.queue = g.queue
+                   WHERE g.due_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+                   FOR UPDATE OF g SKIP LOCKED)
+    RETURNING m.tenant_id, m.queue
+)
+INSERT INTO runs_readymark (tenant_id, queue, due_at)
+SELECT s.tenant_id, s.queue, s.next
+FROM stale s
+WHERE s.next IS NOT NULL AND (s.tenant_id, s.queue) IN (SELECT tenant_id, queue FROM gone);
+-- Last, the tenants of the marks still due (each has a due run), locked.
+-- SKIP LOCKED: a tenant whose row another claim holds is served by that
+-- claim; waiting for it would stall this claimer behind one that may be frozen.
 -- A paused tenant (paused_at) is passed over, and so is a queue it paused on
 -- its own (a jobs_queuepause row, probed by its unique index): runs.controls
 -- pauses by locking the tenant row, so a pause waits for the claims that
 -- hold the row, and a claim that waited for a pause re-checks the filter on
 -- the row as it is then: once a pause commits, no claim leases those runs.
-WITH RECURSIVE with_work(id) AS (
-    (SELECT r.tenant_id FROM runs_run r
-     WHERE r.state IN ('scheduled', 'retry_wait') AND r.history_day = '9999-12-31'
-       AND r.tenant_id >= coalesce(%(tenant)s::bigint, 0)
-     ORDER BY r.tenant_id LIMIT 1)
-    UNION ALL
-    SELECT (SELECT r.tenant_id FROM runs_run r
-            WHERE r.state IN ('scheduled', 'retry_wait') AND r.history_day = '9999-12-31' AND r.tenant_id > w.id
-            ORDER BY r.tenant_id LIMIT 1)
-    FROM with_work w
-    WHERE w.id IS NOT NULL AND %(tenant)s::bigint IS NULL
-)
 SELECT t.id
-FROM with_work w
-JOIN jobs_tenant t ON t.id = w.id
-WHERE (%(tenant)s::bigint IS NULL OR t.id = %(tenant)s::bigint)
+FROM jobs_tenant t
+WHERE t.id IN (SELECT m.tenant_id FROM runs_readymark m
+               WHERE m.queue = ANY(%(queues)s::text[])
+                 AND m.due_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+                 AND (%(tenant)s::bigint IS NULL OR m.tenant_id = %(tenant)s::bigint)
+                 AND NOT EXISTS (SELECT 1 FROM jobs_queuepause qp WHERE qp.tenant_id = m.tenant_id AND qp.queue = m.queue))
   -- A dedicated worker (run_worker --tenants / --exclude-tenants) serves only its tenants.
   AND (%(only_tenants)s::bigint[] IS NULL OR t.id = ANY(%(only_tenants)s::bigint[]))
   AND t.id <> ALL(%(except_tenants)s::bigint[])
   AND t.paused_at IS NULL
-  AND EXISTS (
-    SELECT 1
-    FROM unnest(%(queues)s::text[]) AS q(name)
-    CROSS JOIN (VALUES (0), (1), (2)) AS p(priority)
-    CROSS JOIN LATERAL (
-      SELECT 1 FROM runs_run r
-      WHERE r.tenant_id = t.id AND r.queue = q.name AND r.priority = p.priority
-        AND r.state IN ('scheduled', 'retry_wait') AND r.history_day = '9999-12-31'
-        AND r.available_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
-      LIMIT 1
-    ) AS due
-    WHERE NOT EXISTS (SELECT 1 FROM jobs_queuepause qp WHERE qp.tenant_id = t.id AND qp.queue = q.name)
-  )
 ORDER BY t.id
 FOR NO KEY UPDATE OF t SKIP LOCKED;
 
 -- name: wait_for_ready_tenants
 -- claims.wait_for_ready_tenants (claims.claim, when lock_ready_tenants locked
--- nothing): the same tenants, waiting for the rows other claims hold (up to
--- the claim's lock_timeout) instead of passing them over, so that a second
--- worker on a busy tenant takes the next batch as soon as the first commits
--- rather than sleeping a poll. Its caller runs it in a savepoint and treats
--- a lock timeout as "nothing to claim".
-WITH RECURSIVE with_work(id) AS (
-    (SELECT r.tenant_id FROM runs_run r
-     WHERE r.state IN ('scheduled', 'retry_wait') AND r.history_day = '9999-12-31'
-       AND r.tenant_id >= coalesce(%(tenant)s::bigint, 0)
-     ORDER BY r.tenant_id LIMIT 1)
-    UNION ALL
-    SELECT (SELECT r.tenant_id FROM runs_run r
-            WHERE r.state IN ('scheduled', 'retry_wait') AND r.history_day = '9999-12-31' AND r.tenant_id > w.id
-            ORDER BY r.tenant_id LIMIT 1)
-    FROM with_work w
-    WHERE w.id IS NOT NULL AND %(tenant)s::bigint IS NULL
-)
+-- nothing): the same tenants (lock_ready_tenants settled their marks), waiting
+-- for the rows other claims hold (up to the claim's lock_timeout) instead of
+-- passing them over, so that a second worker on a busy tenant takes the next
+-- batch as soon as the first commits rather than sleeping a poll. Its caller
+-- runs it in a savepoint and treats a lock timeout as "nothing to claim".
 SELECT t.id
-FROM with_work w
-JOIN jobs_tenant t ON t.id = w.id
-WHERE (%(tenant)s::bigint IS NULL OR t.id = %(tenant)s::bigint)
+FROM jobs_tenant t
+WHERE t.id IN (SELECT m.tenant_id FROM runs_readymark m
+               WHERE m.queue = ANY(%(queues)s::text[])
+                 AND m.due_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+                 AND (%(tenant)s::bigint IS NULL OR m.tenant_id = %(tenant)s::bigint)
+                 AND NOT EXISTS (SELECT 1 FROM jobs_queuepause qp WHERE qp.tenant_id = m.tenant_id AND qp.queue = m.queue))
   -- A dedicated worker (run_worker --tenants / --exclude-tenants) serves only its tenants.
   AND (%(only_tenants)s::bigint[] IS NULL OR t.id = ANY(%(only_tenants)s::bigint[]))
   AND t.id <> ALL(%(except_tenants)s::bigint[])
   AND t.paused_at IS NULL
-  AND EXISTS (
-    SELECT 1
-    FROM unnest(%(queues)s::text[]) AS q(name)
-    CROSS JOIN (VALUES (0), (1), (2)) AS p(priority)
-    CROSS JOIN LATERAL (
-      SELECT 1 FROM runs_run r
-      WHERE r.tenant_id = t.id AND r.queue = q.name AND r.priority = p.priority
-        AND r.state IN ('scheduled', 'retry_wait') AND r.history_day = '9999-12-31'
-        AND r.available_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
-      LIMIT 1
-    ) AS due
-    WHERE NOT EXISTS (SELECT 1 FROM jobs_queuepause qp WHERE qp.tenant_id = t.id AND qp.queue = q.name)
-  )
 ORDER BY t.id
 FOR NO KEY UPDATE OF t;
 
@@ -299,6 +293,11 @@ dead AS (
            DATE '9999-12-31'
     FROM held h
     WHERE h.next_state = 'dead'
+),
+-- A run waiting to retry is claimable: a ready mark per (tenant, queue) at its earliest retry (runs.models.ReadyMark).
+marked AS (
+    INSERT INTO runs_readymark (tenant_id, queue, due_at)
+    SELECT tenant_id, queue, min(available_at) FROM moved WHERE state = 'retry_wait' GROUP BY tenant_id, queue
 )
 SELECT id, state, available_at, job_id, tenant_id, attempt, fencing_token, idempotency_key, worker_id, queue, priority,
        job_name
@@ -357,6 +356,11 @@ dead AS (
            coalesce(%(now)s::timestamptz, statement_timestamp()), '', DATE '9999-12-31'
     FROM held h
     WHERE h.next_state = 'dead'
+),
+-- A run waiting to retry is claimable: a ready mark per (tenant, queue) at its earliest retry (runs.models.ReadyMark).
+marked AS (
+    INSERT INTO runs_readymark (tenant_id, queue, due_at)
+    SELECT tenant_id, queue, min(available_at) FROM moved WHERE state = 'retry_wait' GROUP BY tenant_id, queue
 )
 SELECT id, state, available_at, job_id, tenant_id, attempt, fencing_token, idempotency_key, worker_id, queue, priority,
        job_name, outcome
@@ -370,7 +374,8 @@ SELECT nextval('runs_fencing_token_seq') FROM generate_series(1, %(n)s);
 -- name: insert_fresh_run
 -- enqueue.insert_fresh_run: one scheduled run whose key no run holds (a fresh
 -- uuid): a single-row VALUES insert into the open partition's table, without
--- insert_runs' probes of history for an earlier run of that key.
+-- insert_runs' probes of history for an earlier run of that key. With its ready mark (runs.models.ReadyMark).
+WITH inserted AS (
 INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
                       idempotency_key, worker_id, queue, priority, shard, payload, last_error, reason, created_at,
                       history_day)
@@ -379,7 +384,13 @@ VALUES (%(job_id)s, %(tenant_id)s, %(origin)s, %(due_at)s::timestamp AT TIME ZON
         %(idempotency_key)s, '', %(queue)s, %(priority)s, %(shard)s, %(payload)s::jsonb, '', %(reason)s,
         %(created_at)s, DATE '9999-12-31')
 ON CONFLICT DO NOTHING
-RETURNING id, job_id, idempotency_key;
+RETURNING id, job_id, idempotency_key, tenant_id, queue, available_at, state
+),
+marked AS (
+    INSERT INTO runs_readymark (tenant_id, queue, due_at)
+    SELECT tenant_id, queue, available_at FROM inserted WHERE state IN ('scheduled', 'retry_wait')
+)
+SELECT id, job_id, idempotency_key FROM inserted;
 
 -- name: insert_runs
 -- enqueue.insert_runs: insert new runs, one JSON object per run, in one
@@ -402,6 +413,9 @@ RETURNING id, job_id, idempotency_key;
 -- runs.enqueue.enqueue checks again after the insert for the callers' keys;
 -- occurrences are inserted under their job's lock.
 -- A run inserted finished (a skipped summary) goes straight into history.
+-- The claimable rows that went in get a ready mark per (tenant, queue), at their earliest
+-- available_at (runs.models.ReadyMark), in the same statement.
+WITH inserted AS (
 INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
                       idempotency_key, worker_id, queue, priority, shard, payload, finished_at, last_error, reason,
                       covers_until, created_at, history_day)
@@ -438,7 +452,14 @@ WHERE NOT (r.origin = 'schedule' AND EXISTS (
             AND o.history_day = DATE '9999-12-31'
           OFFSET 0))
 ON CONFLICT DO NOTHING
-RETURNING id, job_id, idempotency_key;
+RETURNING id, job_id, idempotency_key, tenant_id, queue, available_at, state
+),
+marked AS (
+    INSERT INTO runs_readymark (tenant_id, queue, due_at)
+    SELECT tenant_id, queue, min(available_at) FROM inserted WHERE state IN ('scheduled', 'retry_wait')
+    GROUP BY tenant_id, queue
+)
+SELECT id, job_id, idempotency_key FROM inserted;
 
 -- name: start_attempt
 -- transitions.start_attempt (the Celery task runs.celery_execute, before it calls the handler): the

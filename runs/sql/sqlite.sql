@@ -14,65 +14,54 @@
 -- name: lock_ready_tenants
 -- claims.lock_ready_tenants (claims.claim): the tenants that have a due run
 -- on the wanted queues, in id order. Nothing to lock: the IMMEDIATE
--- transaction already serialises claims. `with_work` walks run_claimable
--- from one tenant with claimable runs to the next (one index seek each), so
--- tenants without work are never read. A paused tenant (paused_at) is
--- passed over, and so is a queue it paused on its own (a jobs_queuepause row).
-WITH RECURSIVE with_work(id) AS (
-    SELECT min(r.tenant_id) FROM runs_run r
-    WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id >= coalesce(%(tenant)s, 0)
-    UNION ALL
-    SELECT (SELECT min(r.tenant_id) FROM runs_run r
-            WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id > w.id)
-    FROM with_work w
-    WHERE w.id IS NOT NULL AND %(tenant)s IS NULL
-)
+-- transaction already serialises claims. First the ready set is settled
+-- (runs.models.ReadyMark): a (tenant, queue) with due marks but no due
+-- claimable run gets a mark at its next claimable run, then loses its due
+-- marks. Then the tenants of the marks still due: only the marks due now are
+-- read, so tenants whose runs are all scheduled ahead cost nothing. A paused
+-- tenant (paused_at) is passed over, and so is a queue it paused on its own
+-- (a jobs_queuepause row).
+INSERT INTO runs_readymark (tenant_id, queue, due_at)
+SELECT d.tenant_id, d.queue, d.next
+FROM (SELECT m.tenant_id, m.queue,
+             (SELECT min(r.available_at) FROM runs_run r
+              WHERE r.tenant_id = m.tenant_id AND r.queue = m.queue AND r.state IN ('scheduled', 'retry_wait')) AS next
+      FROM runs_readymark m
+      WHERE m.queue IN (SELECT value FROM json_each(%(queues)s)) AND m.due_at <= %(now)s
+        AND (%(tenant)s IS NULL OR m.tenant_id = %(tenant)s)
+      GROUP BY m.tenant_id, m.queue) d
+WHERE d.next > %(now)s;
+DELETE FROM runs_readymark
+WHERE queue IN (SELECT value FROM json_each(%(queues)s)) AND due_at <= %(now)s
+  AND (%(tenant)s IS NULL OR tenant_id = %(tenant)s)
+  AND NOT EXISTS (SELECT 1 FROM runs_run r
+                  WHERE r.tenant_id = runs_readymark.tenant_id AND r.queue = runs_readymark.queue
+                    AND r.state IN ('scheduled', 'retry_wait') AND r.available_at <= %(now)s);
 SELECT t.id
-FROM with_work w
-JOIN jobs_tenant t ON t.id = w.id
-WHERE (%(tenant)s IS NULL OR t.id = %(tenant)s)
+FROM jobs_tenant t
+WHERE t.id IN (SELECT m.tenant_id FROM runs_readymark m
+               WHERE m.queue IN (SELECT value FROM json_each(%(queues)s)) AND m.due_at <= %(now)s
+                 AND (%(tenant)s IS NULL OR m.tenant_id = %(tenant)s)
+                 AND m.queue NOT IN (SELECT qp.queue FROM jobs_queuepause qp WHERE qp.tenant_id = m.tenant_id))
   -- A dedicated worker (run_worker --tenants / --exclude-tenants) serves only its tenants.
   AND (%(only_tenants)s IS NULL OR t.id IN (SELECT value FROM json_each(%(only_tenants)s)))
   AND t.id NOT IN (SELECT value FROM json_each(%(except_tenants)s))
   AND t.paused_at IS NULL
-  AND EXISTS (
-    SELECT 1 FROM runs_run r
-    WHERE r.tenant_id = t.id
-      AND r.queue IN (SELECT value FROM json_each(%(queues)s))
-      AND r.queue NOT IN (SELECT qp.queue FROM jobs_queuepause qp WHERE qp.tenant_id = t.id)
-      AND r.state IN ('scheduled', 'retry_wait')
-      AND r.available_at <= %(now)s
-  )
 ORDER BY t.id;
 
 -- name: wait_for_ready_tenants
--- claims.wait_for_ready_tenants: the same as lock_ready_tenants (SQLite
--- passes no tenant over, so there is nothing to wait for).
-WITH RECURSIVE with_work(id) AS (
-    SELECT min(r.tenant_id) FROM runs_run r
-    WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id >= coalesce(%(tenant)s, 0)
-    UNION ALL
-    SELECT (SELECT min(r.tenant_id) FROM runs_run r
-            WHERE r.state IN ('scheduled', 'retry_wait') AND r.tenant_id > w.id)
-    FROM with_work w
-    WHERE w.id IS NOT NULL AND %(tenant)s IS NULL
-)
+-- claims.wait_for_ready_tenants: the tenants of the marks due, as lock_ready_tenants
+-- (SQLite passes no tenant over, so there is nothing to wait for).
 SELECT t.id
-FROM with_work w
-JOIN jobs_tenant t ON t.id = w.id
-WHERE (%(tenant)s IS NULL OR t.id = %(tenant)s)
+FROM jobs_tenant t
+WHERE t.id IN (SELECT m.tenant_id FROM runs_readymark m
+               WHERE m.queue IN (SELECT value FROM json_each(%(queues)s)) AND m.due_at <= %(now)s
+                 AND (%(tenant)s IS NULL OR m.tenant_id = %(tenant)s)
+                 AND m.queue NOT IN (SELECT qp.queue FROM jobs_queuepause qp WHERE qp.tenant_id = m.tenant_id))
   -- A dedicated worker (run_worker --tenants / --exclude-tenants) serves only its tenants.
   AND (%(only_tenants)s IS NULL OR t.id IN (SELECT value FROM json_each(%(only_tenants)s)))
   AND t.id NOT IN (SELECT value FROM json_each(%(except_tenants)s))
   AND t.paused_at IS NULL
-  AND EXISTS (
-    SELECT 1 FROM runs_run r
-    WHERE r.tenant_id = t.id
-      AND r.queue IN (SELECT value FROM json_each(%(queues)s))
-      AND r.queue NOT IN (SELECT qp.queue FROM jobs_queuepause qp WHERE qp.tenant_id = t.id)
-      AND r.state IN ('scheduled', 'retry_wait')
-      AND r.available_at <= %(now)s
-  )
 ORDER BY t.id;
 
 -- name: claim_candidates
@@ -182,6 +171,17 @@ JOIN runs_run r ON r.id = i.id AND r.fencing_token = i.token AND r.state = 'leas
 WHERE i.outcome <> 'succeeded' AND NOT (i.retryable AND r.attempt < r.max_attempts);
 WITH input AS (
     SELECT i.value AS id, %(tokens)s ->> i.key AS token, %(outcomes)s ->> i.key AS outcome,
+           %(retryable)s ->> i.key AS retryable
+    FROM json_each(%(ids)s) i
+)
+INSERT INTO runs_readymark (tenant_id, queue, due_at)
+SELECT r.tenant_id, r.queue, %(now)s
+FROM input i
+JOIN runs_run r ON r.id = i.id AND r.fencing_token = i.token AND r.state = 'leased'
+WHERE i.outcome <> 'succeeded' AND i.retryable AND r.attempt < r.max_attempts
+GROUP BY r.tenant_id, r.queue;
+WITH input AS (
+    SELECT i.value AS id, %(tokens)s ->> i.key AS token, %(outcomes)s ->> i.key AS outcome,
            %(errors)s ->> i.key AS error, %(retryable)s ->> i.key AS retryable
     FROM json_each(%(ids)s) i
 ),
@@ -250,6 +250,14 @@ SELECT h.id, h.job_id, h.tenant_id,
        %(now)s, '', '9999-12-31'
 FROM held h
 WHERE h.attempt >= h.max_attempts;
+INSERT INTO runs_readymark (tenant_id, queue, due_at)
+SELECT h.tenant_id, h.queue, %(now)s
+FROM (SELECT r.* FROM runs_run r
+      WHERE r.state = 'leased' AND r.lease_expires_at < %(now)s
+      ORDER BY r.lease_expires_at, r.id
+      LIMIT %(n)s) h
+WHERE h.attempt < h.max_attempts
+GROUP BY h.tenant_id, h.queue;
 WITH held AS (
     SELECT r.id, r.worker_id,
            strftime('%%Y-%%m-%%d %%H:%%M:%%f', r.lease_expires_at)
@@ -299,7 +307,14 @@ SELECT value FROM reserved;
 -- yet, so those columns are constants here. A row that would break a unique
 -- constraint (the job's occurrence or the API key is taken) is passed over
 -- (`WHERE true` lets SQLite parse ON CONFLICT after a SELECT); RETURNING
--- names the rows that went in.
+-- names the rows that went in. First, the ready marks of the claimable rows
+-- (runs.models.ReadyMark), one per (tenant, queue) at their earliest
+-- available_at: a row passed over leaves a mark too early, which costs a claim a look.
+INSERT INTO runs_readymark (tenant_id, queue, due_at)
+SELECT r.value ->> 'tenant_id', r.value ->> 'queue', min(r.value ->> 'available_at')
+FROM json_each(%(rows)s) r
+WHERE r.value ->> 'state' IN ('scheduled', 'retry_wait')
+GROUP BY r.value ->> 'tenant_id', r.value ->> 'queue';
 INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
                       idempotency_key, worker_id, queue, priority, shard, payload, finished_at, last_error, reason,
                       covers_until, created_at, history_day)
@@ -317,7 +332,9 @@ RETURNING id, job_id, idempotency_key;
 
 -- name: insert_fresh_run
 -- enqueue.insert_fresh_run: one scheduled run whose key no run holds (a fresh
--- uuid), as one VALUES row.
+-- uuid), as one VALUES row, after its ready mark (runs.models.ReadyMark).
+INSERT INTO runs_readymark (tenant_id, queue, due_at)
+SELECT %(tenant_id)s, %(queue)s, %(available_at)s WHERE %(state)s IN ('scheduled', 'retry_wait');
 INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
                       idempotency_key, worker_id, queue, priority, shard, payload, last_error, reason, created_at,
                       history_day)

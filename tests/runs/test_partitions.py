@@ -187,6 +187,9 @@ HOT = {
 }
 
 
+READS_NO_RUNS = {"wait_for_ready_tenants"}  # the ready marks and the tenants only
+
+
 def scanned(plan):
     """The relations a plan reads (scans), its subplans' included; writes name the parent and are left out."""
     found = set()
@@ -200,9 +203,13 @@ def scanned(plan):
 @postgres_only
 @pytest.mark.parametrize("name", sorted(HOT))
 def test_a_hot_query_reads_only_the_open_partitions(db, name):
-    *_, statement = sql.load("postgres")[name]
+    history = set()
     with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (FORMAT JSON) " + statement, HOT[name])
-        (plan,) = cursor.fetchone()[0]
-    history = {r for r in scanned(plan["Plan"]) if r.startswith(("runs_run", "runs_attempt", "dlq_deadletter"))}
-    assert history and all(r.endswith("_open") for r in history), history
+        for statement in sql.load("postgres")[name]:  # lock_ready_tenants reads runs while settling the marks
+            cursor.execute("EXPLAIN (FORMAT JSON) " + statement, HOT[name])
+            (plan,) = cursor.fetchone()[0]
+            history |= {
+                r for r in scanned(plan["Plan"]) if r.startswith(("runs_run", "runs_attempt", "dlq_deadletter"))
+            }
+    assert all(r.endswith("_open") for r in history), history
+    assert history or name in READS_NO_RUNS

@@ -1,11 +1,13 @@
-"""The ready set: which tenants a claim looks at, derived from run_claimable, exact through every move.
+"""The ready set: which tenants a claim looks at, from the ready marks, exact through every move.
 
-`claims.lock_ready_tenants` walks only the tenants that have claimable runs
-(a skip-scan of the index), so idle tenants cost nothing. Nothing is stored
-for it, so it cannot drift; this property test says so over random sequences
-of inserts, claims, completions, reaps, cancels, pauses and resumes: after
-every step it names exactly the tenants that have a due run on the asked
-queues, as the ORM's one definition of "ready" (RunQuerySet.ready) counts them.
+`claims.lock_ready_tenants` reads only the ready marks due now
+(runs.models.ReadyMark), so tenants without due work cost nothing, even
+with runs scheduled ahead. The marks are stored, written by every move that
+makes a run claimable and settled by the claims; this property test says
+they never drift, over random sequences of inserts, claims, completions,
+reaps, releases, replays, cancels, pauses and resumes: after every step it
+names exactly the tenants that have a due run on the asked queues, as the
+ORM's one definition of "ready" (RunQuerySet.ready) counts them.
 """
 
 import datetime as dt
@@ -15,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dlq.models import DeadLetter
 from jobs.models import JobDefinition
 from runs import claims, controls, enqueue, transitions
 from runs.models import Run
@@ -30,6 +33,8 @@ steps = st.one_of(
     st.tuples(st.just("complete"), st.integers(0, 50), st.sampled_from(["succeeded", "failed"])),
     st.tuples(st.just("reap")),
     st.tuples(st.just("cancel"), st.integers(0, 50)),
+    st.tuples(st.just("release"), st.integers(0, 50)),
+    st.tuples(st.just("replay"), st.integers(0, 50)),
     st.tuples(st.just("pause"), st.integers(0, 5)),
 )
 
@@ -74,6 +79,15 @@ def apply(step, jobs):
         pending = list(Run.objects.pending().order_by("id"))
         if pending:
             transitions.cancel_run(pending[args[0] % len(pending)], reason="property test", now=NOW)
+    elif kind == "release":
+        leased = list(Run.objects.filter(state="leased").order_by("id"))
+        if leased:
+            run = leased[args[0] % len(leased)]
+            transitions.release(run.pk, run.fencing_token, now=NOW)
+    elif kind == "replay":
+        letters = list(DeadLetter.objects.filter(replayed_at=None, discarded_at=None).order_by("id"))
+        if letters:
+            transitions.replay(letters[args[0] % len(letters)], actor="user:alice", now=NOW)
     elif kind == "pause":
         job = JobDefinition.objects.get(pk=jobs[args[0]].pk)
         if job.status == "active":

@@ -48,6 +48,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--tenants", type=int, default=100_000, help="tenants: tenants in all, idle but --active.")
         parser.add_argument("--active", type=int, default=100, help="tenants: tenants with work.")
+        parser.add_argument(
+            "--shape",
+            choices=["idle", "design"],
+            default="idle",
+            help="tenants: what the other tenants hold: nothing (idle), or a cron job with --future runs ahead (design).",
+        )
         parser.add_argument("--children", type=int, default=2, help="celery-*: Celery worker children (prefork).")
         parser.add_argument(
             "--minutes", type=float, default=5.0, help="failover: how long to kill the busiest scheduler every 30 s."
