@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('jobs', '0008_membership_roles_and_token_roles'),
-        ('runs', '0008_consumer_pool'),
+        ('runs', '0009_restore_generation'),
     ]
 
     operations = [
