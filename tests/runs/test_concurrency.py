@@ -1,6 +1,7 @@
 """Real processes racing on the real database: each run leased exactly once."""
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -87,6 +88,35 @@ def test_a_claimer_frozen_in_its_transaction_stalls_no_other_tenant_and_not_its_
         frozen.join(60)
     assert outcome["end"] == "cut off by the server"
     assert Run.objects.get(pk=acme_runs[0].pk).worker_id == "alive"
+
+
+@pytest.mark.skipif("not is_postgres()", reason="row locks and session timeouts are PostgreSQL's")
+def test_a_claimer_stopped_by_sigstop_holding_its_tenant_delays_that_tenants_runs_less_than_a_second(
+    acme, make_job, make_run, tmp_path
+):
+    job = make_job(acme, "acme.job", queue="q", overlap_policy="allow")
+    runs = [make_run(job, due_at=dt_now()) for _ in range(3)]
+    ready = tmp_path / "frozen.json"
+    frozen = subprocess.Popen([sys.executable, "-m", "tests.runs.frozen_claimer", "q", str(ready)], env=engine_env())
+    try:
+        wait_until(ready.exists, timeout=60, message="the claimer to lock acme")
+        frozen.send_signal(signal.SIGSTOP)
+        holder = json.loads(ready.read_text())
+        assert holder["tenants"] == [acme.pk]
+        with (
+            connection.cursor() as cursor
+        ):  # when the frozen session went idle holding acme's row: the database's clock
+            cursor.execute("SELECT state_change FROM pg_stat_activity WHERE pid = %s", [holder["backend"]])
+            (frozen_since,) = cursor.fetchone()
+        # A live worker's claims: acme's runs start although the frozen claimer never wakes up.
+        wait_until(lambda: claims.claim(["q"], 10, "alive"), timeout=60, interval=0.01, message="acme's runs to start")
+        started = Run.objects.filter(pk__in=[r.pk for r in runs], worker_id="alive").order_by("started_at")
+        assert started.count() == 3
+        assert (started[0].started_at - frozen_since).total_seconds() < 1.0, "acme waited a second or more"
+    finally:
+        frozen.send_signal(signal.SIGCONT)
+        frozen.kill()
+        frozen.wait(30)
 
 
 def greedy_claimer(queue, start, leased):
