@@ -34,6 +34,8 @@ import logging
 
 from django.db import connection, transaction
 
+from runs import sql
+
 log = logging.getLogger("duetime.retention")
 
 OPEN_DAY = dt.date(9999, 12, 31)
@@ -163,9 +165,13 @@ def drop(day):
     """
     if connection.in_atomic_block:
         raise RuntimeError("runs.partitions.drop needs autocommit: DETACH ... CONCURRENTLY cannot run in a transaction")
+    # Behind a transaction pooler a session setting would land on some other client's server connection:
+    # there the detach waits for its lock without a timeout (it blocks no claim meanwhile).
+    session = not sql.transaction_pooling()
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM runs_history_day WHERE day = %s", [day])
-        cursor.execute("SELECT set_config('lock_timeout', %s, false)", [LOCK_TIMEOUT])
+        if session:
+            cursor.execute("SELECT set_config('lock_timeout', %s, false)", [LOCK_TIMEOUT])
         try:
             for table in TABLES:
                 name = partition_name(table, day)
@@ -176,7 +182,8 @@ def drop(day):
                     cursor.execute(f"ALTER TABLE {table} DETACH PARTITION {name} FINALIZE")
                 cursor.execute(f"DROP TABLE IF EXISTS {name}")
         finally:
-            cursor.execute("SELECT set_config('lock_timeout', '0', false)")
+            if session:
+                cursor.execute("SELECT set_config('lock_timeout', '0', false)")
 
 
 def leftovers():

@@ -68,6 +68,14 @@ def duetime_settings(app_configs, **kwargs):
     errors.extend(_move_log_errors())
     errors.extend(_default_jitter_errors())
     errors.extend(_retention_errors())
+    if settings.DUETIME_DATABASE_POOLING not in ("session", "transaction"):
+        errors.append(
+            Error(
+                f"DUETIME_DATABASE_POOLING must be session or transaction, not {settings.DUETIME_DATABASE_POOLING!r}.",
+                hint="transaction: DATABASE_URL names PgBouncer in transaction mode (docs/operations.md, PgBouncer).",
+                id="duetime.E070",
+            )
+        )
     errors.extend(_http_secret_errors())
     return errors
 

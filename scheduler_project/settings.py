@@ -109,6 +109,14 @@ else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 
+# How DATABASE_URL reaches PostgreSQL: `session` (directly, or a pooler in session mode) or `transaction`
+# (PgBouncer in transaction mode: a server connection per transaction). With `transaction` no session
+# state is set or kept: no session settings at connect (set them on the role, docs/operations.md), no
+# server-side prepared statements, no server-side cursors (runs/sql/__init__.py).
+DUETIME_DATABASE_POOLING = env.str("DUETIME_DATABASE_POOLING", default="session")
+if DUETIME_DATABASE_POOLING == "transaction":
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+
 # A streaming replica of the primary (optional): portal pages and API reads that need not see their
 # caller's own write read it; writes, transactions, the engine and the commands use the primary
 # (scheduler_project/routers.py, pinning.py; docs/operations.md). Unset: one database, as before.

@@ -165,6 +165,11 @@ def make_run(db):
     return make
 
 
+# What every engine subprocess's environment gains while a test sets it (tests/acceptance/test_pooling.py
+# points them at a PgBouncer in front of the test database); a test's own `extra` still wins.
+ENGINE_ENV = {}
+
+
 def engine_env(**extra):
     """Environment for a subprocess (a real worker or scheduler) that uses the test database."""
     import os
@@ -179,6 +184,7 @@ def engine_env(**extra):
         )
     else:
         url = f"sqlite:///{settings_dict['NAME']}"
+    extra = {**ENGINE_ENV, **extra}
     return {**os.environ, "DATABASE_URL": url, "PYTHONUNBUFFERED": "1", **{k: str(v) for k, v in extra.items()}}
 
 

@@ -118,9 +118,23 @@ def on_connect(sender, connection, **kwargs):
     the session is in autocommit then, so the settings hold for the
     connection's life.
     """
-    if connection.vendor == "postgresql":
+    if connection.vendor == "postgresql" and not transaction_pooling():
         with connection.connection.cursor() as c:
             c.execute("SET plan_cache_mode = force_generic_plan; SET jit = off")
+
+
+def transaction_pooling():
+    """DATABASE_URL names a pooler in transaction mode (DUETIME_DATABASE_POOLING): no session state of ours.
+
+    A session setting would stay on the server connection for the next client
+    the pooler gives it to, and a prepared statement would be looked for on
+    a server connection that never saw it. So nothing is SET at connect (the
+    settings go on the database role instead, docs/operations.md) and the
+    hot cursor never prepares.
+    """
+    from django.conf import settings
+
+    return settings.DUETIME_DATABASE_POOLING == "transaction"
 
 
 def _hot_cursor(db):
@@ -131,8 +145,8 @@ def _hot_cursor(db):
     ms for each claim statement, 60 us for an insert) is paid a few times per
     connection, not once per batch. Django turns psycopg's preparing off
     (prepare_threshold None) for its own queries; only these cursors' named
-    queries are prepared. Behind PgBouncer in transaction mode that needs
-    PgBouncer 1.21 or newer with max_prepared_statements set (docs/operations.md).
+    queries are prepared, unless DUETIME_DATABASE_POOLING is `transaction`
+    (a pooler in transaction mode: then none is, see `transaction_pooling`).
     Like the ORM's cursors, it first replaces a connection that fails its
     health check (CONN_HEALTH_CHECKS): one kept across a database restart is dead.
     One cursor serves every query of a connection (each thread has its own):
@@ -146,7 +160,8 @@ def _hot_cursor(db):
     if hot is None or hot.closed:
         import psycopg
 
-        raw.prepare_threshold = PREPARE_THRESHOLD  # Django's ORM cursors bind client-side and never prepare
+        # Django's ORM cursors bind client-side and never prepare; behind a transaction pooler neither does this.
+        raw.prepare_threshold = None if transaction_pooling() else PREPARE_THRESHOLD
         hot = psycopg.Cursor(raw)
         hot.adapters.register_loader("timestamptz", _timestamptz_loader())
         raw._duetime_hot_cursor = hot
