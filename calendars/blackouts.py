@@ -257,6 +257,16 @@ class Walk:
         return occurrences.after(self.schedule, instant, count)
 
 
+def note_at(windows, instant):
+    """What `windows` do to a run due at `instant`, in words ("" when none holds it): the previews' column."""
+    span = span_at(windows, instant) if windows else None
+    if span is None:
+        return ""
+    if span.policy == "skip":
+        return f"skipped: window {span.label}"
+    return f"held by window {span.label} until {span.end:%Y-%m-%d %H:%M} UTC ({span.policy})"
+
+
 def hold(times, walk, windows, cap, *, jitter=dt.timedelta(0)):
     """Sort the sorted occurrences `times` by the windows that hold them (see the module docstring).
 

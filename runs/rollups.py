@@ -27,7 +27,9 @@ percentile read back is within about 12 % of the true value, whatever the
 volume. Bin 0 holds lateness under 1 ms.
 
 The rollup tables (RollupCursor, TenantMinute, JobHour, JobDay) are models of
-runs/models.py; this module only fills and prunes them.
+runs/models.py; this module fills and prunes them, and reads them back as
+lateness percentiles (`summary`, `job_lateness`, `jobs_lateness`,
+`tenant_lateness`) for the portal's pages and the API's stats alike.
 """
 
 import datetime as dt
@@ -237,3 +239,51 @@ def prune(now, *, every=dt.timedelta(minutes=10)):
     more, _ = JobHour.objects.filter(hour__lt=cutoff).delete()
     days, _ = JobDay.objects.filter(day__lt=now - DAY_RETENTION).delete()
     return deleted + more + days
+
+
+# ------------------------------------------------------- reading them back
+
+QUANTILES = (50, 95, 99)
+DAY = dt.timedelta(days=1)
+
+
+def summary(rows):
+    """{"p50", "p95", "p99" (ms, None when empty), "count", "max"} of rollup rows of any grain."""
+    histogram, count, top = {}, 0, 0
+    for row in rows:
+        merge(histogram, row.histogram)
+        count += row.first_attempts
+        top = max(top, row.lateness_ms_max)
+    out = {f"p{q}": percentile(histogram, q, cap=top) for q in QUANTILES}
+    out["count"] = count
+    out["max"] = top if count else None
+    return out
+
+
+def job_lateness(job, now, window=DAY):
+    """p50/p95/p99 (ms) of the first attempts of `job` started in the last `window`."""
+    since = (now - window).replace(minute=0, second=0, microsecond=0)
+    return summary(
+        JobHour.objects.filter(job=job, hour__gte=since).only("histogram", "first_attempts", "lateness_ms_max")
+    )
+
+
+def jobs_lateness(job_ids, now, window=DAY):
+    """{job id: p50/p95/p99 summary} for many jobs in one query (the job list's column)."""
+    since = (now - window).replace(minute=0, second=0, microsecond=0)
+    rows = {}
+    for row in JobHour.objects.filter(job_id__in=list(job_ids), hour__gte=since).only(
+        "job_id", "histogram", "first_attempts", "lateness_ms_max"
+    ):
+        rows.setdefault(row.job_id, []).append(row)
+    return {job_id: summary(rows.get(job_id, [])) for job_id in job_ids}
+
+
+def tenant_lateness(tenant_id, now, window=DAY):
+    """p50/p95/p99 (ms) of a tenant's first attempts in the last `window`, from its minute rows."""
+    since = (now - window).replace(second=0, microsecond=0)
+    return summary(
+        TenantMinute.objects.filter(tenant_id=tenant_id, minute__gte=since).only(
+            "histogram", "first_attempts", "lateness_ms_max"
+        )
+    )

@@ -31,9 +31,9 @@ from jobs.quotas import QuotaExceeded
 from jobs.roles import OPERATE
 from jobs.validation import MAX_JITTER_SECONDS
 from notify.models import Notification
-from runs import consumers
+from runs import consumers, rollups
 from runs.models import TERMINAL_STATES, Run
-from scheduler_project.admin import lateness, permissions, scoping
+from scheduler_project.admin import permissions, scoping
 from scheduler_project.admin.display import format_ms, schedule_words, status_text, zoned
 from scheduler_project.admin.filters import QueueFilter, TenantFilter
 from scheduler_project.admin.scoping import TenantScopedAdmin
@@ -274,7 +274,7 @@ class JobDefinitionAdmin(TenantScopedAdmin):
 
     @admin.display(description="p99 lateness, 24 h")
     def p99_lateness_24h(self, job):
-        summary = getattr(job, "lateness_24h", None) or lateness.job_lateness(job, timezone.now())
+        summary = getattr(job, "lateness_24h", None) or rollups.job_lateness(job, timezone.now())
         return format_ms(summary.get("p99"))
 
     def changelist_view(self, request, extra_context=None):
@@ -283,7 +283,7 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         if cl is not None:
             # One rollup query for the page's p99 column instead of one per row.
             jobs = list(cl.result_list)
-            summaries = lateness.jobs_lateness([j.pk for j in jobs], timezone.now())
+            summaries = rollups.jobs_lateness([j.pk for j in jobs], timezone.now())
             for job in jobs:
                 job.lateness_24h = summaries[job.pk]
         return response

@@ -49,21 +49,11 @@ def preview_data(expr, zone, now, count=8, windows=()):
                 "utc_text": f"{o.at_utc:%a %Y-%m-%d %H:%M} UTC",
                 "local_text": f"{o.local:%a %Y-%m-%d %H:%M %Z}",
                 "note": o.note,
-                "window": window_note(windows, o.at_utc),
+                "window": blackouts.note_at(windows, o.at_utc),
             }
             for o in occurrences
         ],
     }
-
-
-def window_note(windows, instant):
-    """What the maintenance windows do to a run at `instant`, in words ("" when none holds it)."""
-    span = blackouts.span_at(windows, instant) if windows else None
-    if span is None:
-        return ""
-    if span.policy == "skip":
-        return f"skipped: window {span.label}"
-    return f"held by window {span.label} until {span.end:%Y-%m-%d %H:%M} UTC ({span.policy})"
 
 
 def _preview_windows(request):

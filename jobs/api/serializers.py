@@ -16,7 +16,7 @@ renamed to body paths by `body_errors`.
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from jobs import jitter
+from jobs import jitter, schedules
 from jobs.models import JobDefinition
 from scheduler_project.api.fields import AwareDateTimeField, Boolean, Integer, PayloadField, Text
 
@@ -199,9 +199,29 @@ class JobSerializer(serializers.Serializer):
     payload = PayloadField(default=dict)
     owner = OwnerSerializer(source="*", required=False)
     next_due_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    managed_by = serializers.CharField(
+        read_only=True, help_text="The schedules-as-code set (its `source`) that declares the job; empty if none."
+    )
+    drift = serializers.SerializerMethodField(
+        help_text="For a job declared in code: each field edited outside the set since its last apply, with the "
+        "value the set gave it (`code`) and the value now (`now`); the next apply reverts them. Empty otherwise."
+    )
     version = serializers.IntegerField(read_only=True)
     created_at = serializers.DateTimeField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True)
+
+    @extend_schema_field(
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"field": {"type": "string"}, "code": {}, "now": {}},
+                "required": ["field", "code", "now"],
+            },
+        }
+    )
+    def get_drift(self, job):
+        return [{"field": d.field, "code": d.code, "now": d.portal} for d in schedules.drift(job)]
 
     def to_internal_value(self, data):
         if isinstance(data, dict) and "retry" not in data:

@@ -2,7 +2,7 @@
 
 from django.urls import re_path
 
-from jobs.api import audit, schedules, tenant, views
+from jobs.api import audit, insight, schedules, tenant, views
 
 NAME = r"(?P<name>[^/:]+)"
 
@@ -15,6 +15,9 @@ urlpatterns = [
     re_path(r"^schedules$", schedules.ScheduleSetView.as_view(), name="api-schedules"),
     re_path(r"^tenant$", tenant.TenantView.as_view(), name="api-tenant"),
     re_path(r"^audit$", audit.AuditLogView.as_view(), name="api-audit"),
+    re_path(rf"^jobs/{NAME}/preview$", insight.JobPreviewView.as_view(), name="api-job-preview"),
+    re_path(rf"^jobs/{NAME}/stats$", insight.JobStatsView.as_view(), name="api-job-stats"),
+    re_path(r"^tenant/stats$", insight.TenantStatsView.as_view(), name="api-tenant-stats"),
     re_path(r"^tenant:pause$", tenant.TenantPauseView.as_view(), name="api-tenant-pause"),
     re_path(r"^tenant:resume$", tenant.TenantResumeView.as_view(), name="api-tenant-resume"),
 ]

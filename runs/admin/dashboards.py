@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from jobs import cron, roles, schedules
 from jobs.models import JobDefinition
-from runs import canary, consumers
+from runs import canary, consumers, rollups
 from runs.admin.charts import bar_chart, line_chart
 from runs.admin.stats import (
     DAY,
@@ -41,7 +41,7 @@ from runs.admin.stats import (
     tenants_at_a_glance,
 )
 from runs.models import TERMINAL_STATES
-from scheduler_project.admin import lateness, permissions, scoping
+from scheduler_project.admin import permissions, scoping
 from scheduler_project.admin.display import derived_state, format_ms, schedule_words, zoned
 from scheduler_project.admin.site import site
 
@@ -182,7 +182,7 @@ def job_page(request, job_id):
             {"local": f"{o.local:%a %Y-%m-%d %H:%M %Z}", "utc": f"{o.at_utc:%Y-%m-%d %H:%M}", "note": o.note}
             for o in cron.preview(job.cron_expr, job.time_zone, now, 10)
         ]
-    lateness_24h = lateness.job_lateness(job, now)
+    lateness_24h = rollups.job_lateness(job, now)
     history = job_history(job)
     for run in history:
         run.shown_state = derived_state(run, now)

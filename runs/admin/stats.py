@@ -21,8 +21,8 @@ from django.db.models import Count, Min, Q
 from dlq.models import DeadLetter
 from jobs.models import SYSTEM_TENANT, JobDefinition, Tenant
 from runs.models import Attempt, JobDay, Run, TenantMinute
+from runs.rollups import summary
 from scheduler_project.admin.counts import capped_count
-from scheduler_project.admin.lateness import summary
 
 HOUR, DAY = dt.timedelta(hours=1), dt.timedelta(days=1)
 

@@ -8,8 +8,7 @@ from django.db import connection
 
 from runs import rollups
 from runs.admin.stats import lateness_series
-from runs.rollups import JobHour, RollupCursor, TenantMinute, lateness_bin, percentile
-from scheduler_project.admin.lateness import job_lateness
+from runs.rollups import JobHour, RollupCursor, TenantMinute, job_lateness, lateness_bin, percentile
 
 
 def test_it_reads_percentiles_back_within_the_bin_width():
