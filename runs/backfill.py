@@ -1,4 +1,4 @@
-"""Backfill: run a window of a cron job's past occurrences again, now.
+"""Backfill: run a window of a cron or `every` job's past occurrences again, now.
 
 The same plan, cap, audit record and origin `backfill` for every door: the
 API (POST /v1/jobs/{name}:backfill), the portal's action and
@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from calendars import blackouts
 from calendars.models import Window
-from jobs import audit, cron
+from jobs import audit, occurrences
 from jobs.models import JobDefinition
 from runs.enqueue import build_runs, insert_runs
 from runs.models import Run
@@ -43,13 +43,15 @@ class BackfillPlan:
 
 
 def backfill_plan(job, start, end, max_runs=100, *, ignore_windows=False):
-    """The occurrences of a cron job in [start, end) that a backfill would run (at most max_runs): a BackfillPlan.
+    """The occurrences of a cron or `every` job in [start, end) that a backfill would run (at most max_runs).
 
-    Raises ValidationError for a job without occurrences, an empty or future
+    A BackfillPlan. Its occurrences come from jobs.occurrences, so only those
+    inside the job's bounds (start_at, end_at); remaining_runs is not spent
+    by a backfill. Raises ValidationError for a job without occurrences, an empty or future
     window, or a cap out of range. Windows apply unless `ignore_windows`.
     """
-    if job.schedule_kind != JobDefinition.ScheduleKind.CRON:
-        raise ValidationError({"job": ["only a cron job has occurrences to backfill"]})
+    if job.schedule_kind not in (JobDefinition.ScheduleKind.CRON, JobDefinition.ScheduleKind.EVERY):
+        raise ValidationError({"job": ["only a cron or every job has occurrences to backfill"]})
     if start >= end:
         raise ValidationError({"end": ["must be after start"]})
     if end > timezone.now():
@@ -58,7 +60,7 @@ def backfill_plan(job, start, end, max_runs=100, *, ignore_windows=False):
         raise ValidationError({"max_runs": [f"must be between 1 and {BACKFILL_LIMIT}"]})
     windows = [] if ignore_windows else _windows(job)
     if not windows:
-        times = [t for t in cron.occurrences(job.cron_expr, job.time_zone, start - US, max_runs + 1) if t < end]
+        times = [t for t in occurrences.after(occurrences.Schedule.of(job), start - US, max_runs + 1) if t < end]
         cut = len(times) > max_runs
         return BackfillPlan(times[:max_runs], cut, resume_after=times[max_runs - 1] if cut else None)
     return _windowed_plan(job, start, end, max_runs, windows)

@@ -2,7 +2,8 @@
 
 "Why didn't my job run at 02:30?" `ledger(job, start, end, now)` walks the
 schedule's occurrences in [start, end) (at most `limit` a page, in time
-order, jobs.cron.occurrences with the usual DST rules) and finds each one's
+order, jobs.occurrences: cron with the usual DST rules, `at`, `every`, inside
+the job's start_at and end_at) and finds each one's
 record, in a handful of queries whatever the page size: the run of that
 occurrence (unique per job and due time), the skipped summary row that
 covers it (missed-run policy, quota, maintenance window, passed over while
@@ -11,7 +12,8 @@ entry gets a fate (FATES). An occurrence with no record at all, before the
 job's next due time, after its current schedule began and within the history
 kept (DUETIME_RETENTION_DAYS, runs/retention.py: older ones are `expired`), is **missing**:
 Duetime promises that never happens, so each is counted in
-`duetime_ledger_missing_occurrences` when a ledger is computed.
+`duetime_ledger_missing_occurrences` when a ledger is computed. Once a job's
+`remaining_runs` is spent, the occurrences after its last run are `ended`.
 
 What the ledger assumes (also in `Ledger.assumptions`, shown with it): the
 job's *current* schedule held over the window. A schedule edit leaves runs
@@ -31,7 +33,7 @@ from django.db.models import Q
 
 from calendars import blackouts
 from calendars.models import Window
-from jobs import cron
+from jobs import cron, occurrences
 from jobs.models import AuditEntry, JobDefinition
 from runs import metrics
 from runs.models import Attempt, Run
@@ -54,6 +56,7 @@ FATES = {
     "earlier_schedule": "a run of an earlier schedule of the job",
     "before_schedule": "before the current schedule began: no record expected",
     "expired": "older than the history kept (DUETIME_RETENTION_DAYS): its record may have been removed",
+    "ended": "after the job's last run (remaining_runs reached 0): no run expected",
     "missing": "no record at all: a bug",
 }
 
@@ -109,13 +112,8 @@ def ledger(job, start, end, now, *, limit=100):
 
 
 def _occurrences(job, start, end, limit):
-    """(occurrences in [start, end), at most `limit`; whether more follow)."""
-    if job.schedule_kind == JobDefinition.ScheduleKind.AT:
-        times = [job.run_at] if job.run_at and start <= job.run_at < end else []
-        return times, False
-    if job.schedule_kind != JobDefinition.ScheduleKind.CRON:
-        return [], False
-    found = [t for t in cron.occurrences(job.cron_expr, job.time_zone, start - US, limit + 1) if t < end]
+    """(occurrences in [start, end), at most `limit`; whether more follow): jobs.occurrences, any kind, bounded."""
+    found = [t for t in occurrences.after(occurrences.Schedule.of(job), start - US, limit + 1) if t < end]
     return found[:limit], len(found) > limit
 
 
@@ -127,6 +125,7 @@ class _Records:
     attempts: dict  # run id -> [Attempt]
     cancellers: dict  # run id -> actor
     off_schedule: list  # runs whose due_at is not an occurrence of the current schedule
+    last_run: dt.datetime | None = None  # a job whose remaining_runs is spent: its last scheduled run
 
 
 def _runs(job, start, end):
@@ -172,6 +171,7 @@ def _entries(job, times, records, now):
         r for due, r in records.by_due.items() if due not in implied and r.covers_until is None and _inside(due, times)
     ]
     cut = _schedule_began(job, records.off_schedule)
+    records.last_run = _last_run(job)
     entries = []
     for at in times:
         entry = Entry(at=at, local=at.astimezone(zone), fate="missing", backfilled=records.backfills.get(at, 0))
@@ -247,6 +247,8 @@ def _without_run(entry, job, records, now, cut):
     if summary is not None:
         entry.run_id = summary.pk
         _skipped(entry, summary)
+    elif records.last_run is not None and entry.at > records.last_run:
+        entry.fate, entry.detail = "ended", f"the job's last run was due {records.last_run:%Y-%m-%d %H:%M:%S} UTC"
     elif job.next_due_at is None or entry.at >= job.next_due_at:
         _not_materialized(entry, job, now)
     elif cut is not None and entry.at < cut:
@@ -255,6 +257,14 @@ def _without_run(entry, job, records, now, cut):
         entry.fate, entry.detail = "expired", FATES["expired"]
     else:
         entry.fate, entry.detail = "missing", "no run and no skipped record stands for this occurrence"
+
+
+def _last_run(job):
+    """The due time of the last run of a job whose remaining_runs is spent (None otherwise): one query."""
+    if job.remaining_runs != 0:
+        return None
+    runs = Run.objects.filter(job=job, origin=Run.Origin.SCHEDULE).exclude(state=Run.State.SKIPPED)
+    return runs.order_by("-due_at").values_list("due_at", flat=True).first()
 
 
 def retained_since(now):
@@ -274,10 +284,17 @@ def _not_materialized(entry, job, now):
         entry.fate = "not_materialized"
 
 
+def _words(job):
+    try:
+        return occurrences.describe(occurrences.Schedule.of(job))
+    except (cron.CronError, cron.ZoneError):
+        return f"{job.cron_expr or job.schedule_kind}, {job.time_zone}"
+
+
 def _assumptions(job, records):
     said = [
-        f"The job's current schedule ({job.cron_expr or job.schedule_kind}, {job.time_zone}) is assumed over the "
-        "whole window; occurrences before the job was created are not listed.",
+        f"The job's current schedule ({_words(job)}) is assumed over the whole window, its bounds "
+        "(start_at, end_at) included; occurrences before the job was created are not listed.",
         "Maintenance windows are today's: a window added later did not hold earlier occurrences.",
     ]
     if records.off_schedule:

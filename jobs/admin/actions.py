@@ -74,11 +74,13 @@ def pause_jobs(modeladmin, request, queryset):
 
 
 def _passed_over(job, now, cap=1000):
-    from jobs import cron
+    from jobs import occurrences
 
-    if job.schedule_kind != JobDefinition.ScheduleKind.CRON or not job.next_due_at or job.next_due_at >= now:
+    scheduled = job.schedule_kind in (JobDefinition.ScheduleKind.CRON, JobDefinition.ScheduleKind.EVERY)
+    if not scheduled or not job.next_due_at or job.next_due_at >= now:
         return 0
-    times = cron.occurrences(job.cron_expr, job.time_zone, job.next_due_at - dt.timedelta(microseconds=1), cap)
+    schedule = occurrences.Schedule.of(job)
+    times = occurrences.after(schedule, job.next_due_at - dt.timedelta(microseconds=1), cap)
     return sum(1 for t in times if t < now)
 
 
@@ -262,7 +264,7 @@ def backfill_plan(qs, data):
 
 
 @needs(OPERATE)
-@admin.action(description="Backfill a window of selected cron jobs")
+@admin.action(description="Backfill a window of selected cron and every jobs")
 def backfill_jobs(modeladmin, request, queryset):
     def preview(qs, data):
         plans = backfill_plan(qs, data)

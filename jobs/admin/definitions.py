@@ -116,6 +116,14 @@ class JobDefinitionForm(forms.ModelForm):
             "cron_expr": "Five fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * *' (02:00 daily) or '@hourly'.",
             "time_zone": "An IANA zone such as Europe/Berlin or America/New_York; the schedule is read in this zone.",
             "status": "Changed only by the Pause, Resume and Cancel actions of the job list, which settle the job's runs too.",
+            "every_seconds": "Schedule kind every: the period in whole seconds (at least 1), e.g. 90 or 5400 (90 minutes). "
+            "Runs fall on start_at + k periods (from 1970-01-01 00:00 UTC without a start), however late one ran; "
+            "a DST change moves their local time, never their spacing.",
+            "start_at": "Any kind: no run before this instant (and an every schedule counts from it). Empty: no start.",
+            "end_at": "Any kind: no run at or after this instant. Empty: no end.",
+            "remaining_runs": "Any kind: run this many more times, then stop; it counts down as runs are scheduled "
+            "(skipped occurrences, triggers and backfills do not count). Saving a number sets the count anew. "
+            "Empty: no limit.",
         }
 
     jitter_seconds = forms.IntegerField(
@@ -197,7 +205,11 @@ class JobDefinitionAdmin(TenantScopedAdmin):
                     "schedule_kind",
                     "cron_expr",
                     "run_at",
+                    "every_seconds",
                     "time_zone",
+                    "start_at",
+                    "end_at",
+                    "remaining_runs",
                     "schedule_preview",
                     "jitter_seconds",
                     "missed_run_policy",
@@ -315,7 +327,7 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         )
         return format_html(
             '<div id="schedule-preview" data-url="{}" data-job="{}" aria-live="polite" aria-atomic="true">'
-            '<p class="help">Type a cron expression and a time zone to see the next runs here.</p></div>{}',
+            '<p class="help">Type a cron expression or a period, and a time zone, to see the next runs here.</p></div>{}',
             url,
             job.pk or "",
             link,

@@ -1,4 +1,4 @@
-"""Portal views about schedules: the live preview on the job form, and the heatmap.
+"""Portal views about schedules: the live preview on the job form (cron and every, with their bounds), and the heatmap.
 
 Both are pages of the portal site (registered below with `site.register_view`),
 so they need a portal login; the heatmap shows one of the user's tenants only.
@@ -9,6 +9,8 @@ the windows put them and shades the minutes inside the tenant's windows.
 
 import datetime as dt
 
+from django import forms
+from django.core.exceptions import ValidationError
 from django.http import JsonResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -17,7 +19,7 @@ from django.utils.safestring import mark_safe
 
 from calendars import blackouts
 from calendars.models import Window
-from jobs import cron
+from jobs import cron, occurrences
 from jobs.heatmap import MINUTES, advice, heatmap
 from jobs.models import JobDefinition
 from scheduler_project.admin import scoping
@@ -28,30 +30,44 @@ MAX_PREVIEW = 20
 
 def preview_data(expr, zone, now, count=8, windows=()):
     """The next `count` runs of `expr` in `zone` with DST notes and what `windows` do to them, or the error."""
+    return schedule_data(occurrences.Schedule("cron", time_zone=zone, cron_expr=expr), now, count, windows)
+
+
+def schedule_data(schedule, now, count=8, windows=()):
+    """The next `count` runs of a jobs.occurrences.Schedule (any kind, bounds included) with DST notes and
+    what `windows` do to them, or the error naming the field to fix."""
     try:
-        zone_info = cron.get_zone(zone)
+        zone_info = cron.get_zone(schedule.time_zone)
     except cron.ZoneError as exc:
         return {"ok": False, "field": "time_zone", "error": str(exc)}
-    try:
-        cron.validate(expr)
-        occurrences = cron.preview(expr, zone, now, count)
-        words = cron.describe(expr, zone)
-    except cron.CronError as exc:
-        return {"ok": False, "field": "cron_expr", "error": str(exc)}
+    if schedule.kind == "every":
+        most = occurrences.MAX_EVERY_SECONDS
+        if not 1 <= (schedule.every_seconds or 0) <= most:
+            error = f"Enter the period in whole seconds, from 1 to {most}, e.g. 90 or 5400 (90 minutes)."
+            return {"ok": False, "field": "every_seconds", "error": error}
+    else:
+        try:
+            cron.validate(schedule.cron_expr)
+        except cron.CronError as exc:
+            return {"ok": False, "field": "cron_expr", "error": str(exc)}
+    if schedule.start_at and schedule.end_at and schedule.end_at <= schedule.start_at:
+        return {"ok": False, "field": "end_at", "error": "The end must be after the start: no run would remain."}
+    shown = occurrences.preview(schedule, now, count)
+    clock = "%H:%M:%S" if schedule.kind == "every" else "%H:%M"  # a period may be seconds
     return {
         "ok": True,
-        "description": words,
+        "description": occurrences.describe(schedule),
         "zone": zone_info.key,
-        "wildcard": cron.is_wildcard(expr),
+        "wildcard": schedule.kind == "cron" and cron.is_wildcard(schedule.cron_expr),
         "occurrences": [
             {
                 "utc": o.at_utc.isoformat(),
-                "utc_text": f"{o.at_utc:%a %Y-%m-%d %H:%M} UTC",
-                "local_text": f"{o.local:%a %Y-%m-%d %H:%M %Z}",
+                "utc_text": f"{o.at_utc:%a %Y-%m-%d {clock}} UTC",
+                "local_text": f"{o.local:%a %Y-%m-%d {clock} %Z}",
                 "note": o.note,
                 "window": blackouts.note_at(windows, o.at_utc),
             }
-            for o in occurrences
+            for o in shown
         ],
     }
 
@@ -71,18 +87,40 @@ def _preview_windows(request):
 
 @site.register_view("schedule-preview/", name="portal_schedule_preview")
 def preview(request):
-    """GET ?cron_expr=&time_zone=&count= -> JSON (the job form's preview, as the operator types)."""
+    """GET ?schedule_kind=&cron_expr=&every_seconds=&time_zone=&start_at_0=&start_at_1=&end_at_0=&end_at_1=&count=
+    -> JSON (the job form's preview, as the operator types; the bounds as the form's date and time boxes)."""
+    kind = request.GET.get("schedule_kind", "cron")
     expr = request.GET.get("cron_expr", "").strip()
     zone = request.GET.get("time_zone", "").strip() or "UTC"
     try:
         count = max(1, min(MAX_PREVIEW, int(request.GET.get("count", "8"))))
     except ValueError:
         count = 8
+    bounds = {}
+    for field in ("start_at", "end_at"):
+        try:
+            bounds[field] = _instant(request, field)
+        except ValidationError:
+            return JsonResponse({"ok": False, "field": field, "error": "Enter a date and a time, or neither."})
+    if kind == "every":
+        period = request.GET.get("every_seconds", "").strip()
+        seconds = int(period) if period.isascii() and period.isdigit() else None
+        schedule = occurrences.Schedule("every", time_zone=zone, every_seconds=seconds, **bounds)
+        return JsonResponse(schedule_data(schedule, timezone.now(), count, _preview_windows(request)))
+    if kind != "cron":
+        return JsonResponse({"ok": False, "field": "schedule_kind", "error": "Only cron and every schedules repeat."})
     if not expr:
         return JsonResponse(
             {"ok": False, "field": "cron_expr", "error": "Enter a cron expression, e.g. 0 2 * * * for 02:00 every day."}
         )
-    return JsonResponse(preview_data(expr, zone, timezone.now(), count, _preview_windows(request)))
+    schedule = occurrences.Schedule("cron", time_zone=zone, cron_expr=expr, **bounds)
+    return JsonResponse(schedule_data(schedule, timezone.now(), count, _preview_windows(request)))
+
+
+def _instant(request, field):
+    """A bound from the form's date and time boxes (`field`_0, `field`_1), in the portal's zone; None when empty."""
+    parts = [request.GET.get(f"{field}_{i}", "").strip() for i in (0, 1)]
+    return forms.SplitDateTimeField(required=False).clean(parts)
 
 
 @site.register_view("dashboard/heatmap/", name="portal_heatmap")

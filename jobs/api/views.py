@@ -243,7 +243,7 @@ class JobBackfillView(TeamEndpoint):
 
     @extend_schema(
         operation_id="jobs_backfill",
-        summary="Run a cron job's occurrences in [start, end) again, now",
+        summary="Run a cron or every job's occurrences in [start, end) again, now",
         parameters=[NAME, IDEMPOTENCY_KEY],
         request=BackfillSerializer,
         responses={

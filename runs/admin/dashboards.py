@@ -21,7 +21,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import cron, roles, schedules
+from jobs import cron, occurrences, roles, schedules
 from jobs.models import JobDefinition
 from runs import canary, consumers, rollups
 from runs.admin.charts import bar_chart, line_chart
@@ -177,10 +177,12 @@ def job_page(request, job_id):
     )
     now = timezone.now()
     upcoming = []
-    if job.schedule_kind == JobDefinition.ScheduleKind.CRON:
+    if job.schedule_kind != JobDefinition.ScheduleKind.NONE and job.remaining_runs != 0:
+        shown = occurrences.preview(occurrences.Schedule.of(job), now, min(10, job.remaining_runs or 10))
+        clock = "%H:%M:%S" if job.schedule_kind == JobDefinition.ScheduleKind.EVERY else "%H:%M"  # periods in seconds
         upcoming = [
-            {"local": f"{o.local:%a %Y-%m-%d %H:%M %Z}", "utc": f"{o.at_utc:%Y-%m-%d %H:%M}", "note": o.note}
-            for o in cron.preview(job.cron_expr, job.time_zone, now, 10)
+            {"local": f"{o.local:%a %Y-%m-%d {clock} %Z}", "utc": f"{o.at_utc:%Y-%m-%d {clock}}", "note": o.note}
+            for o in shown
         ]
     lateness_24h = rollups.job_lateness(job, now)
     history = job_history(job)

@@ -31,6 +31,7 @@ SYMBOLS = {
     "not_materialized": "◷",
     "earlier_schedule": "↶",
     "before_schedule": "—",
+    "ended": "■",
     "missing": "✗",
 }
 

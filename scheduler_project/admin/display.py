@@ -9,7 +9,7 @@ import datetime as dt
 
 from django.utils.html import format_html
 
-from jobs import cron
+from jobs import cron, occurrences
 from jobs.models import JobDefinition
 
 # Glyphs the default fonts of a plain Linux desktop (DejaVu) have: emoji and newer symbols
@@ -51,16 +51,28 @@ def derived_state(run, now):
 
 
 def schedule_words(job):
-    """The schedule in plain words, e.g. "at 02:00 every day, Europe/Berlin"."""
-    if job.schedule_kind == JobDefinition.ScheduleKind.CRON:
-        try:
-            return cron.describe(job.cron_expr, job.time_zone)
-        except (cron.CronError, cron.ZoneError) as exc:
-            return f"invalid schedule: {exc}"
-    if job.schedule_kind == JobDefinition.ScheduleKind.AT and job.run_at:
-        local = job.run_at.astimezone(cron.get_zone(job.time_zone))
-        return f"once at {local:%Y-%m-%d %H:%M %Z}, {job.time_zone}"
-    return "on demand only"
+    """The schedule in plain words, bounds and count included, e.g. "at 02:00 every day, Europe/Berlin"."""
+    try:
+        words = occurrences.describe(occurrences.Schedule.of(job))
+    except (cron.CronError, cron.ZoneError) as exc:
+        return f"invalid schedule: {exc}"
+    if job.schedule_kind == JobDefinition.ScheduleKind.NONE:
+        return words
+    if job.remaining_runs is not None:
+        words += f"; {job.remaining_runs} more run{'s' * (job.remaining_runs != 1)}"
+    ended = occurrences.ended(job) if job.pk is not None else None  # an unsaved job has no next_due_at yet
+    if ended:
+        words += f" (ended: {ENDED[ended]})"
+    return words
+
+
+# occurrences.ended's reasons, in words.
+ENDED = {
+    "remaining_runs": "it ran its remaining_runs",
+    "end_at": "its end_at has passed",
+    "at": "its one run is scheduled",
+    "no_occurrence": "its schedule has no further occurrence",
+}
 
 
 def zoned(instant, zone_name):

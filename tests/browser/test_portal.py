@@ -82,6 +82,37 @@ def test_it_creates_a_cron_job_and_shows_its_run_succeed_without_a_reload(visit,
     assert Run.objects.filter(job=created, state="succeeded").exists()
 
 
+def test_it_creates_an_every_job_with_bounds_previewing_its_periods_and_refusing_an_end_before_its_start(
+    visit, acme_team
+):
+    alice = visit("alice", "alice-pass-123")
+    page = alice.go("/admin/jobs/jobdefinition/add/")
+    page.get_by_label("Tenant").select_option(label="acme")
+    page.get_by_label("Name").fill("reports.pulse")
+    page.get_by_label("Schedule kind").select_option("every")
+    page.get_by_label("Every seconds").fill("5400")
+    page.get_by_label("Time zone").fill("Europe/Berlin")
+    page.locator("#id_start_at_0").fill("2030-03-30")
+    page.locator("#id_start_at_1").fill("22:00:00")
+    preview = page.locator("#schedule-preview")
+    preview.get_by_text("every 90 minutes from 2030-03-30 23:00 CET, Europe/Berlin").wait_for()
+    assert "still 90 minutes after it" in preview.inner_text()  # the DST change, noted on the run after it
+    alice.shot("every-preview")
+    page.locator("#id_end_at_0").fill("2030-03-29")
+    page.locator("#id_end_at_1").fill("00:00:00")
+    page.locator("#schedule-preview[data-state=error]").wait_for()
+    page.get_by_label("Target ref").fill("tests.handlers.noop")
+    page.get_by_role("button", name="Save", exact=True).click()
+    page.get_by_text("must be after start_at").wait_for()  # the form error, nothing saved
+    assert not JobDefinition.objects.filter(name="reports.pulse").exists()
+    page.locator("#id_end_at_0").fill("2030-04-30")
+    page.get_by_label("Remaining runs").fill("3")
+    page.get_by_role("button", name="Save", exact=True).click()
+    page.get_by_text("was added successfully").wait_for()
+    created = JobDefinition.objects.get(name="reports.pulse")
+    assert (created.every_seconds, created.remaining_runs) == (5400, 3)
+
+
 def test_it_pauses_resumes_and_triggers_a_job_now(visit, acme_team):
     acme, _ = acme_team
     nightly = job(acme, "billing.nightly", cron_expr="0 2 * * *", time_zone="Europe/Berlin")

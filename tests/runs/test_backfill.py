@@ -50,10 +50,22 @@ def test_it_refuses_a_window_or_cap_out_of_bounds(every_minute, start, end, max_
     assert field in refused.value.message_dict
 
 
-def test_it_backfills_only_a_cron_job(acme, make_job):
+def test_it_backfills_only_a_cron_or_every_job(acme, make_job):
     with pytest.raises(ValidationError) as refused:
         backfill.backfill_plan(make_job(acme, "oneoff"), NOW, NOW + minutes(5))
-    assert "only a cron job" in refused.value.message_dict["job"][0]
+    assert "only a cron or every job" in refused.value.message_dict["job"][0]
+
+
+def test_it_backfills_an_every_jobs_periods_inside_its_bounds(acme, make_job):
+    job = make_job(
+        acme, "pulse", schedule_kind="every", every_seconds=90, start_at=NOW, end_at=NOW + minutes(5), jitter_seconds=0
+    )
+    plan = backfill.backfill_plan(job, NOW - minutes(60), NOW + minutes(60))
+    assert plan.times == [NOW + dt.timedelta(seconds=s) for s in (0, 90, 180, 270)]  # none before start_at or at 09:05
+    runs = backfill.backfill(job, NOW, NOW + minutes(2), actor="user:alice", now=NOW + minutes(60))
+    assert [r.due_at for r in runs] == [NOW, NOW + dt.timedelta(seconds=90)]
+    job.refresh_from_db()
+    assert job.remaining_runs is None  # a backfill spends no count
 
 
 def test_a_backfilled_run_keeps_its_occurrence_key_marked_and_never_runs_early(every_minute):

@@ -135,3 +135,55 @@ def test_an_occurrence_older_than_the_history_kept_is_expired_not_missing(hourly
     assert {e.fate for e in old.entries} == {"expired"}
     assert {e.fate for e in recent.entries} == {"missing"}
     assert missing_counted() == before + len(recent.entries)
+
+
+# --------------------------------------------------------------- every, bounds, remaining_runs
+
+BERLIN_SPRING = dt.datetime(2026, 3, 28, 22, 0, tzinfo=dt.UTC)  # 23:00 CET; clocks jump 02:00 -> 03:00 at 01:00 UTC
+
+
+def test_an_every_jobs_ledger_keeps_its_90_minute_spacing_across_the_dst_change(acme, make_job, make_run):
+    """Europe/Berlin springs forward on 29 March 2026 at 02:00 CET: the runs stay 90 minutes apart."""
+    job = make_job(
+        acme, "pulse", schedule_kind="every", every_seconds=5400, start_at=BERLIN_SPRING, time_zone="Europe/Berlin"
+    )
+    later = BERLIN_SPRING + 4 * 90 * dt.timedelta(minutes=1)
+    JobDefinition.objects.filter(pk=job.pk).update(created_at=BERLIN_SPRING - H, next_due_at=later)
+    job.refresh_from_db()
+    times = [BERLIN_SPRING + k * dt.timedelta(minutes=90) for k in range(4)]
+    for at in times[:2] + times[3:]:  # the third, 03:00 CEST, has no record
+        make_run(job, "succeeded", due_at=at)
+    page = ledger.ledger(job, BERLIN_SPRING, later, later)
+    assert [f"{e.local:%H:%M %Z}" for e in page.entries] == ["23:00 CET", "00:30 CET", "03:00 CEST", "04:30 CEST"]
+    assert [e.fate for e in page.entries] == ["ran", "ran", "missing", "ran"]
+    assert {b.at - a.at for a, b in zip(page.entries, page.entries[1:])} == {dt.timedelta(minutes=90)}
+
+
+def test_the_occurrences_after_a_spent_count_have_ended_not_gone_missing(acme, make_job, make_run):
+    job = make_job(acme, "thrice", schedule_kind="every", every_seconds=3600, start_at=NOW - 6 * H)
+    JobDefinition.objects.filter(pk=job.pk).update(created_at=NOW - 7 * H, next_due_at=None, remaining_runs=0)
+    job.refresh_from_db()
+    for k in (6, 5, 4):
+        make_run(job, "succeeded", due_at=NOW - k * H)
+    page = ledger.ledger(job, NOW - 6 * H, NOW + H, NOW)
+    assert fates(page) == [
+        (NOW - 6 * H, "ran"),
+        (NOW - 5 * H, "ran"),
+        (NOW - 4 * H, "ran"),
+        (NOW - 3 * H, "ended"),
+        (NOW - 2 * H, "ended"),
+        (NOW - H, "ended"),
+        (NOW, "ended"),
+    ]
+    assert page.missing == 0
+
+
+def test_a_ledger_lists_only_the_occurrences_inside_the_bounds(acme, make_job, make_run):
+    job = make_job(acme, "bounded", cron_expr="0 * * * *", start_at=NOW - 3 * H, end_at=NOW - H)
+    JobDefinition.objects.filter(pk=job.pk).update(created_at=NOW - 10 * H, next_due_at=None)
+    job.refresh_from_db()
+    make_run(job, "succeeded", due_at=NOW - 3 * H)
+    make_run(job, "succeeded", due_at=NOW - 2 * H)
+    page = ledger.ledger(job, NOW - 6 * H, NOW + 2 * H, NOW)
+    assert fates(page) == [(NOW - 3 * H, "ran"), (NOW - 2 * H, "ran")]
+    assert "(start_at, end_at) included" in page.assumptions[0]

@@ -35,7 +35,9 @@ def instant(text):
 
 
 class Command(BaseCommand):
-    help = "Create runs now for the occurrences of a cron job in [start, end), at most --max-runs (default 100)."
+    help = (
+        "Create runs now for the occurrences of a cron or every job in [start, end), at most --max-runs (default 100)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("job", help="The job's name, e.g. billing.export-invoices.")

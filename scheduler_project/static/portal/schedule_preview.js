@@ -1,6 +1,7 @@
-// The job form's schedule preview: as the operator types a cron expression or
-// a time zone, ask the portal for the next runs (in the zone and in UTC, DST
-// changes flagged) and show them, or the error saying how to fix the input.
+// The job form's schedule preview: as the operator types a cron expression, an
+// every schedule's period, a time zone or the bounds, ask the portal for the
+// next runs (in the zone and in UTC, DST changes flagged) and show them, or the
+// error saying how to fix the input.
 (function () {
   "use strict";
   function ready(fn) { if (document.readyState !== "loading") { fn(); } else { document.addEventListener("DOMContentLoaded", fn); } }
@@ -9,6 +10,12 @@
     var expr = document.getElementById("id_cron_expr");
     var zone = document.getElementById("id_time_zone");
     if (!box || !expr || !zone) { return; }
+    var kind = document.getElementById("id_schedule_kind");
+    var period = document.getElementById("id_every_seconds");
+    // The bounds: the admin's date and time boxes of start_at and end_at.
+    var bounds = ["start_at_0", "start_at_1", "end_at_0", "end_at_1"].map(function (name) {
+      return [name, document.getElementById("id_" + name)];
+    }).filter(function (pair) { return pair[1]; });
     var timer = null, serial = 0;
 
     function el(tag, text, cls) { var e = document.createElement(tag); if (text !== undefined) { e.textContent = text; } if (cls) { e.className = cls; } return e; }
@@ -45,6 +52,9 @@
     function update() {
       var mine = ++serial;
       var url = box.getAttribute("data-url") + "?cron_expr=" + encodeURIComponent(expr.value) + "&time_zone=" + encodeURIComponent(zone.value) + "&count=8";
+      url += "&schedule_kind=" + encodeURIComponent(kind ? kind.value : "cron");
+      if (period) { url += "&every_seconds=" + encodeURIComponent(period.value); }
+      bounds.forEach(function (pair) { url += "&" + pair[0] + "=" + encodeURIComponent(pair[1].value); });
       // The windows that would hold it: the job's own and its tenant's (a new job: the chosen tenant's).
       var tenant = document.getElementById("id_tenant");
       if (box.getAttribute("data-job")) { url += "&job=" + encodeURIComponent(box.getAttribute("data-job")); }
@@ -57,8 +67,13 @@
     function later() { clearTimeout(timer); timer = setTimeout(update, 250); }
     expr.setAttribute("aria-controls", "schedule-preview");
     zone.setAttribute("aria-controls", "schedule-preview");
-    expr.addEventListener("input", later);
-    zone.addEventListener("input", later);
-    if (expr.value) { update(); }
+    [expr, zone, period].concat(bounds.map(function (pair) { return pair[1]; })).forEach(function (input) {
+      if (!input) { return; }
+      input.setAttribute("aria-controls", "schedule-preview");
+      input.addEventListener("input", later);
+      input.addEventListener("change", later);  // the date and time pickers fill the boxes without typing
+    });
+    if (kind) { kind.addEventListener("change", later); }
+    if (expr.value || (period && period.value)) { update(); }
   });
 })();

@@ -390,3 +390,50 @@ def test_it_counts_the_runs_a_resume_releases(as_alice, nightly, make_run, wall_
     JobDefinition.objects.filter(pk=nightly.pk).update(status="paused")
     page = action(as_alice, CHANGELIST, "resume_jobs", [nightly.pk]).content.decode()
     assert "2 run(s) scheduled before the pause become claimable again at once." in page
+
+
+def test_it_creates_an_every_job_with_bounds_and_a_count_from_the_form(as_alice, acme):
+    form = job_form(
+        acme,
+        "reports.pulse",
+        schedule_kind="every",
+        cron_expr="",
+        every_seconds="90",
+        start_at_0="2030-01-01",
+        start_at_1="09:00:00",
+        end_at_0="2030-01-02",
+        end_at_1="09:00:00",
+        remaining_runs="10",
+    )
+    response = as_alice.post(reverse("admin:jobs_jobdefinition_add"), form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    job = JobDefinition.objects.get(tenant=acme, name="reports.pulse")
+    assert (job.every_seconds, job.remaining_runs) == (90, 10)
+    assert job.next_due_at == dt.datetime(2030, 1, 1, 9, 0, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "says"),
+    [
+        ({"every_seconds": "0"}, "every_seconds", "the period must be between 1 second"),
+        ({"every_seconds": ""}, "every_seconds", "needs a period in seconds"),
+        (
+            {
+                "every_seconds": "60",
+                "start_at_0": "2030-01-02",
+                "start_at_1": "00:00",
+                "end_at_0": "2030-01-01",
+                "end_at_1": "00:00",
+            },
+            "end_at",
+            "must be after start_at",
+        ),
+    ],
+)
+def test_it_turns_a_bad_period_or_an_end_before_the_start_into_form_errors(as_alice, acme, fields, field, says):
+    form = job_form(acme, "reports.bad", schedule_kind="every", cron_expr="", **fields)
+    response = as_alice.post(reverse("admin:jobs_jobdefinition_add"), form)
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert says in " ".join(errors[field]), errors
+    assert not JobDefinition.objects.filter(name="reports.bad").exists()

@@ -119,3 +119,53 @@ def test_the_heatmap_leaves_out_starts_a_tenant_window_skips_and_shades_its_minu
     assert "nightly freeze" in text.split('data-testid="heatmap-windows"')[1].split("</p>")[0]
     by_minute = as_alice.get(reverse("admin:portal_heatmap")).context["by_minute"]
     assert by_minute[:10] == [0] * 10 and by_minute[10] == 24  # :00 to :09 held by the freeze every hour
+
+
+def test_it_previews_an_every_schedule_from_its_start_with_the_clock_change_noted(as_alice):
+    data = as_alice.get(
+        PREVIEW,
+        {
+            "schedule_kind": "every",
+            "every_seconds": "5400",
+            "time_zone": "Europe/Berlin",
+            "start_at_0": "2030-03-30",  # the portal's boxes are in UTC: 23:00 CET
+            "start_at_1": "22:00:00",
+            "count": 4,
+        },
+    ).json()
+    assert data["ok"], data
+    assert data["description"] == "every 90 minutes from 2030-03-30 23:00 CET, Europe/Berlin"
+    shown = [o["local_text"] for o in data["occurrences"]]
+    assert shown == [
+        "Sat 2030-03-30 23:00:00 CET",
+        "Sun 2030-03-31 00:30:00 CET",
+        "Sun 2030-03-31 03:00:00 CEST",
+        "Sun 2030-03-31 04:30:00 CEST",
+    ]
+    assert "still 90 minutes after it" in data["occurrences"][2]["note"]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"every_seconds": "0"}, "every_seconds"),
+        ({"every_seconds": "1.5"}, "every_seconds"),
+        (
+            {"every_seconds": "60", "start_at_0": "2030-01-02", "start_at_1": "00:00", "end_at_0": "2030-01-01"},
+            "end_at",
+        ),
+        (
+            {
+                "every_seconds": "60",
+                "start_at_0": "2030-01-02",
+                "start_at_1": "00:00",
+                "end_at_0": "2030-01-01",
+                "end_at_1": "00:00",
+            },
+            "end_at",
+        ),
+    ],
+)
+def test_it_says_how_to_fix_a_bad_period_or_bounds(as_alice, query, field):
+    data = as_alice.get(PREVIEW, {"schedule_kind": "every", "time_zone": "UTC", **query}).json()
+    assert not data["ok"] and data["field"] == field, data

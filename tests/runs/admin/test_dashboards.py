@@ -182,3 +182,17 @@ def test_the_all_tenants_page_leaves_the_system_tenant_out_and_says_when_no_sche
 
     assert "acme" in page and "duetime-system" not in page  # both have a ready run; one is the engine's
     assert "No scheduler has materialised yet" in page
+
+
+def test_the_job_page_lists_an_every_jobs_next_periods_and_says_when_its_count_is_spent(as_alice, acme, make_job):
+    from jobs.models import JobDefinition
+
+    start = dt.datetime(2099, 1, 1, 9, 0, tzinfo=dt.UTC)
+    job = make_job(acme, "pulse", schedule_kind="every", every_seconds=90, start_at=start, remaining_runs=2)
+    JobDefinition.objects.filter(pk=job.pk).update(next_due_at=start)
+    page = as_alice.get(reverse("admin:portal_job", args=[job.pk])).content.decode()
+    assert "2099-01-01 09:00:00" in page and "2099-01-01 09:01:30" in page
+    assert "2099-01-01 09:03:00" not in page  # two runs left: two shown
+    JobDefinition.objects.filter(pk=job.pk).update(next_due_at=None, remaining_runs=0)
+    page = as_alice.get(reverse("admin:portal_job", args=[job.pk])).content.decode()
+    assert "ended: it ran its remaining_runs" in page

@@ -78,3 +78,12 @@ def test_it_shows_a_utc_job_once_in_utc():
 )
 def test_it_writes_a_duration_in_the_unit_that_keeps_it_short(ms, text):
     assert format_ms(ms) == text
+
+
+def test_it_says_an_every_schedule_its_bounds_and_count_in_words(acme, make_job):
+    start = dt.datetime(2026, 3, 28, 22, 0, tzinfo=UTC)
+    job = make_job(acme, "pulse", schedule_kind="every", every_seconds=5400, start_at=start, time_zone="Europe/Berlin")
+    job.remaining_runs, job.next_due_at = 3, start
+    assert schedule_words(job) == "every 90 minutes from 2026-03-28 23:00 CET, Europe/Berlin; 3 more runs"
+    job.remaining_runs, job.next_due_at = 0, None
+    assert schedule_words(job).endswith("; 0 more runs (ended: it ran its remaining_runs)")
