@@ -17,6 +17,8 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
+from calendars import edits
+from calendars.models import Calendar, Window
 from dlq.models import DeadLetter
 from jobs import members, tokens
 from jobs.models import ApiToken, JobDefinition, QueuePause
@@ -50,6 +52,14 @@ def world(acme, alice, make_job, make_run, make_dead, wall_clock, client, django
         "portal": client,
         "clock": wall_clock,
         "erin": members.grant(acme, erin, "viewer", actor="test"),
+        "window": Window.objects.create(
+            tenant=acme,
+            name="db upgrade",
+            kind="one_off",
+            starts_at=wall_clock.ahead(days=3),
+            ends_at=wall_clock.ahead(days=4),
+        ),
+        "calendar": Calendar.objects.create(tenant=acme, name="office"),
     }
 
 
@@ -228,6 +238,42 @@ CONTROLS = {
         "remove",
         {"portal": portal_action(MEMBERS, "remove_members", lambda w: [w["erin"].pk])},
         lambda w: not type(w["erin"]).objects.filter(pk=w["erin"].pk).exists(),
+    ),
+    "add a maintenance window": (
+        edits,
+        "save_window",
+        {
+            "api": lambda api, w: api_call(
+                api,
+                w,
+                "POST",
+                "/v1/windows",
+                {
+                    "name": "freeze",
+                    "kind": "one_off",
+                    "starts_at": "2027-01-01T00:00:00Z",
+                    "ends_at": "2027-01-02T00:00:00Z",
+                },
+            ),
+        },
+        lambda w: Window.objects.filter(tenant=w["tenant"], name="freeze").exists(),
+    ),
+    "delete a maintenance window": (
+        edits,
+        "delete_windows",
+        {
+            "api": lambda api, w: api_call(api, w, "DELETE", f"/v1/windows/{w['window'].pk}"),
+            "portal": lambda api, w: w["portal"].post(
+                reverse("admin:calendars_window_delete", args=[w["window"].pk]), {"post": "yes"}
+            ),
+        },
+        lambda w: not Window.objects.filter(pk=w["window"].pk).exists(),
+    ),
+    "edit a calendar": (
+        edits,
+        "save_calendar",
+        {"api": lambda api, w: api_call(api, w, "PUT", "/v1/calendars/office", {"weekend_days": [5, 6]})},
+        lambda w: Calendar.objects.get(tenant=w["tenant"], name="office").weekend_days == [5, 6],
     ),
 }
 

@@ -14,9 +14,8 @@ from django.contrib import admin
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from calendars import blackouts, ical
+from calendars import blackouts, edits, ical
 from calendars.models import Calendar, Window
-from jobs import audit
 from jobs.audit import actor_for_user
 from scheduler_project.admin.filters import TenantFilter
 from scheduler_project.admin.scoping import TenantScopedAdmin
@@ -120,18 +119,8 @@ class CalendarForm(forms.ModelForm):
             self.add_error("holiday_text", problems[0])
         # Only what is valid reaches the instance, whose clean() checks it again (errors above are the form's).
         self.instance.weekend_days = weekend if len(weekend) < 7 else [6, 7]
-        self.instance.holidays = _distinct([h for h in holidays if not blackouts.holiday_problem(h)])
+        self.instance.holidays = edits.distinct(edits.valid_holidays(holidays))
         return data
-
-
-def _distinct(holidays):
-    seen, kept = set(), []
-    for h in sorted(holidays, key=lambda h: (h["start"], h["name"])):
-        key = (h["start"], h["end"], h["name"])
-        if key not in seen:
-            seen.add(key)
-            kept.append(h)
-    return kept
 
 
 @admin.register(Calendar, site=site)
@@ -181,19 +170,10 @@ class CalendarAdmin(TenantScopedAdmin):
         return ", ".join(names) or "None: add a window of kind calendar to hold jobs on its days off."
 
     def save_model(self, request, obj, form, change):
-        before = Calendar.objects.filter(pk=obj.pk).values("name", "time_zone", "weekend_days", "holidays").first()
-        super().save_model(request, obj, form, change)
-        after = {
-            "name": obj.name,
-            "time_zone": obj.time_zone,
-            "weekend_days": obj.weekend_days,
-            "holidays": obj.holidays,
-        }
-        detail = audit.changes(before or {}, after)
-        if "holidays" in detail:  # a long list: say what moved, not the whole list twice
-            detail["holidays"] = {k: len(v) if isinstance(v, list) else v for k, v in detail["holidays"].items()}
-        audit.record(actor_for_user(request.user), "update" if change else "create", obj, detail=detail)
+        edits.save_calendar(obj, actor=actor_for_user(request.user), validate=False)  # the form ran clean()
 
     def delete_model(self, request, obj):
-        audit.record(actor_for_user(request.user), "delete", obj)
-        super().delete_model(request, obj)
+        edits.delete_calendars(Calendar.objects.filter(pk=obj.pk), actor=actor_for_user(request.user))
+
+    def delete_queryset(self, request, queryset):
+        edits.delete_calendars(queryset, actor=actor_for_user(request.user))

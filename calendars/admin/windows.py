@@ -1,4 +1,4 @@
-"""Maintenance windows in the portal: list, add, edit, delete, each change audited.
+"""Maintenance windows in the portal: list, add, edit, delete, each through calendars.edits (audited).
 
 Tenant-scoped like every ModelAdmin (scheduler_project.admin.scoping): the job
 and calendar choices are the user's tenants' own, and a window naming another
@@ -11,35 +11,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from calendars import blackouts
+from calendars import blackouts, edits
 from calendars.models import Calendar, Window
-from jobs import audit
 from jobs.audit import actor_for_user
 from jobs.models import JobDefinition
 from scheduler_project.admin import permissions, scoping
 from scheduler_project.admin.filters import TenantFilter
 from scheduler_project.admin.scoping import TenantScopedAdmin
 from scheduler_project.admin.site import site
-
-AUDITED = (
-    "name",
-    "job_id",
-    "kind",
-    "starts_at",
-    "ends_at",
-    "cron_expr",
-    "duration_seconds",
-    "time_zone",
-    "calendar_id",
-    "resume_policy",
-    "enabled",
-)
-
-
-def snapshot(window):
-    """The audited fields of `window` as JSON values."""
-    values = {field: getattr(window, field) for field in AUDITED}
-    return {k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in values.items()}
 
 
 @admin.register(Window, site=site)
@@ -119,15 +98,10 @@ class WindowAdmin(TenantScopedAdmin):
         )
 
     def save_model(self, request, obj, form, change):
-        before = snapshot(Window.objects.get(pk=obj.pk)) if change else {}
-        super().save_model(request, obj, form, change)
-        detail = audit.changes(before, snapshot(obj))
-        audit.record(actor_for_user(request.user), "update" if change else "create", obj, detail=detail)
+        edits.save_window(obj, actor=actor_for_user(request.user), validate=False)  # the form ran clean()
 
     def delete_model(self, request, obj):
-        audit.record(actor_for_user(request.user), "delete", obj, detail=snapshot(obj))
-        super().delete_model(request, obj)
+        edits.delete_windows(Window.objects.filter(pk=obj.pk), actor=actor_for_user(request.user))
 
     def delete_queryset(self, request, queryset):
-        audit.record_many(actor_for_user(request.user), "delete", list(queryset))
-        super().delete_queryset(request, queryset)
+        edits.delete_windows(queryset, actor=actor_for_user(request.user))

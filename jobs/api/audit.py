@@ -27,7 +27,11 @@ class AuditFilterSerializer(serializers.Serializer):
     actor = Pattern(
         r"^[^\x00-\x1f]{1,200}$", required=False, help_text="e.g. user:alice, token:dt_t_abc123, cli:create_token."
     )
-    object_type = Pattern(r"^[a-z_]{1,40}$", required=False, help_text="e.g. jobdefinition, run, deadletter.")
+    object_type = Pattern(
+        r"^[a-z_]{1,20}(\.[a-z_]{1,20})?$",
+        required=False,
+        help_text="app.model, e.g. jobs.jobdefinition, runs.run, dlq.deadletter, calendars.window.",
+    )
     object_id = Pattern(r"^[A-Za-z0-9._:@-]{1,64}$", required=False)
     since = AwareDateTimeField(required=False, help_text="Entries at or after this instant.")
     until = AwareDateTimeField(required=False, help_text="Entries before this instant.")

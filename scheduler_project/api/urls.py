@@ -1,4 +1,4 @@
-"""Routes of the /v1 API: jobs, runs, the DLQ, notifications, the OpenAPI schema and its docs page.
+"""Routes of the /v1 API: jobs, runs, the DLQ, notifications, windows and calendars, the OpenAPI schema and its docs page.
 
 The last route answers every unknown /v1 URL with a 404 problem, so clients
 never see Django's HTML error pages.
@@ -21,6 +21,7 @@ urlpatterns = [
     path("", include("runs.api.urls")),
     path("", include("dlq.api.urls")),
     path("", include("notify.api.urls")),
+    path("", include("calendars.api.urls")),
     path("schema", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs", csp_override(DOCS_CSP)(SpectacularSwaggerSplitView.as_view(url_name="api-schema")), name="api-docs"),
     re_path(r"^[\s\S]*\Z", not_found),  # any path, newlines included

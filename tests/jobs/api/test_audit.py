@@ -13,7 +13,7 @@ def entries(acme, globex):
             tenant=acme,
             actor="user:alice",
             action="pause",
-            object_type="jobdefinition",
+            object_type="jobs.jobdefinition",
             object_id="1",
             object_repr="billing.nightly",
         ),
@@ -21,7 +21,7 @@ def entries(acme, globex):
             tenant=acme,
             actor="token:dt_t_abc",
             action="trigger",
-            object_type="jobdefinition",
+            object_type="jobs.jobdefinition",
             object_id="1",
             object_repr="billing.nightly",
             note="customer asked",
@@ -30,7 +30,7 @@ def entries(acme, globex):
             tenant=acme,
             actor="user:alice",
             action="replay",
-            object_type="deadletter",
+            object_type="dlq.deadletter",
             object_id="7",
             object_repr="dead letter 7",
         ),
@@ -39,7 +39,7 @@ def entries(acme, globex):
         tenant=globex,
         actor="user:bob",
         action="pause",
-        object_type="jobdefinition",
+        object_type="jobs.jobdefinition",
         object_id="2",
         object_repr="globex.secret",
     )
@@ -49,7 +49,7 @@ def entries(acme, globex):
 def test_it_lists_the_tenants_entries_newest_first_and_filters_them(api, acme_team, entries):
     everything = api.get("/v1/audit", token=acme_team).json()["results"]
     by_alice = api.get("/v1/audit?actor=user:alice", token=acme_team).json()["results"]
-    triggers = api.get("/v1/audit?action=trigger&object_type=jobdefinition", token=acme_team).json()["results"]
+    triggers = api.get("/v1/audit?action=trigger&object_type=jobs.jobdefinition", token=acme_team).json()["results"]
 
     assert [e["id"] for e in everything if e["id"] in {x.pk for x in entries}] == [e.pk for e in reversed(entries)]
     assert "globex.secret" not in str(everything), "another tenant's entries never show"
