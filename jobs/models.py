@@ -15,7 +15,7 @@ from django.db import models
 from django.db.models import Q
 
 from jobs import addresses, choices, signing
-from jobs.validation import NAME_RE, QUEUE_RE, clean_definition
+from jobs.validation import MAX_JSON_DEPTH, NAME_RE, QUEUE_RE, clean_definition, json_depth
 
 SHARDS = 64  # scheduler shards: hash(tenant, name) mod SHARDS, owned by lease
 # The tenant of Duetime's own canary jobs (runs/canary.py): left out of the portal's tenant lists and dashboards.
@@ -385,6 +385,13 @@ class JobDefinition(models.Model):
 
     def __str__(self):
         return self.name
+
+    def clean_fields(self, exclude=None):
+        # Django's own check of a JSONField encodes it recursively; a payload nested deeper than
+        # MAX_JSON_DEPTH is left to clean() (clean_definition), which refuses it without recursion.
+        if json_depth(self.payload) > MAX_JSON_DEPTH:
+            exclude = {*(exclude or ()), "payload"}
+        super().clean_fields(exclude)
 
     def clean(self):
         clean_definition(self)

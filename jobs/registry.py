@@ -40,8 +40,12 @@ def registered_task(ref):
         )
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise NotRegistered(f"the task module '{module_name}' cannot be imported: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - a listed module that fails as it is imported is not a registry
+        # An ImportError, or whatever its code raised (a SyntaxError, a missing setting): the job is refused
+        # with the reason, at save (a validation error) as at run time (a permanent failure), never a crash.
+        raise NotRegistered(
+            f"the task module '{module_name}' cannot be imported: {exc.__class__.__name__}: {str(exc)[:300]}"
+        ) from exc
     task = getattr(module, name, None)
     if not isinstance(task, Task):
         raise NotRegistered(f"'{ref}' is not a Django task. {HOW_TO_REGISTER}")

@@ -162,8 +162,39 @@ def find(text):
 
 
 def find_in(payload):
-    """`find` over a JSON payload, its keys and values alike."""
-    return find(json.dumps(payload, ensure_ascii=False))
+    """`find` over a JSON payload, its keys and values alike (as the text json.dumps gives, at any depth)."""
+    return find(json_text(payload))
+
+
+class _Token(str):
+    """Punctuation json_text writes as it is (a string of the payload is encoded)."""
+
+
+def json_text(value):
+    """`json.dumps(value, ensure_ascii=False)`, built with a stack instead of recursion: no depth overflows it.
+
+    The same text to the character, so every pattern (a key and its value
+    included) sees what it saw before; TypeError for what JSON cannot hold.
+    """
+    parts, pending = [], [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, _Token):
+            parts.append(item)
+        elif isinstance(item, dict):
+            tokens = [_Token("{")]
+            for index, (key, child) in enumerate(item.items()):
+                name = key if isinstance(key, str) else json.dumps(key)  # json.dumps's own keys: 1 -> "1"
+                tokens += [_Token((", " if index else "") + json.dumps(name, ensure_ascii=False) + ": "), child]
+            pending.extend(reversed([*tokens, _Token("}")]))
+        elif isinstance(item, (list, tuple)):
+            tokens = [_Token("[")]
+            for index, child in enumerate(item):
+                tokens += [_Token(", "), child] if index else [child]
+            pending.extend(reversed([*tokens, _Token("]")]))
+        else:
+            parts.append(json.dumps(item, ensure_ascii=False))
+    return "".join(parts)
 
 
 def redact(text):

@@ -5,6 +5,7 @@ API serializer and the management commands all get the same messages, each
 naming the field and saying how to fix it.
 """
 
+import datetime as dt
 import json
 import re
 
@@ -53,6 +54,14 @@ REFUSED_HEADERS = {
         "would store a credential in the job: name an operator-configured secret in bearer_secret instead",
     ),
 }
+# How deep JSON may nest (a payload, an API body): far beyond any real arguments, far below what
+# walking it costs. Every walk of a payload is iterative anyway (has_nul, json_depth, jobs.secrets).
+MAX_JSON_DEPTH = 64
+# The instants a schedule, a run or a window may name: the years cron can express. Python's datetime ends
+# with 9999, and the cron walk (jobs.cron) looks up to HORIZON_YEARS past an instant for the next
+# occurrence; before the Unix epoch there is nothing to schedule or backfill (and `every` counts from it).
+EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+LATEST = dt.datetime(9990, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC)
 
 
 def payload_size(payload):
@@ -62,6 +71,8 @@ def payload_size(payload):
 
 def check_payload(payload):
     """Return an error message for the payload, or None when it is acceptable."""
+    if json_depth(payload) > MAX_JSON_DEPTH:
+        return f"nests deeper than {MAX_JSON_DEPTH} levels of objects and arrays; flatten it"
     try:
         size = payload_size(payload)  # also refuses lone surrogates (UnicodeEncodeError)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -103,6 +114,40 @@ def has_nul(value):
         elif isinstance(item, (list, tuple)):
             pending.extend(item)
     return False
+
+
+def json_depth(value, stop=MAX_JSON_DEPTH + 1):
+    """How many levels of objects and arrays `value` nests (a scalar: 0), counted up to `stop` at most.
+
+    Iterative, and it stops at `stop`: a value nested far deeper costs no more than one at the limit.
+    """
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest >= stop:
+            return deepest
+        pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
+    return deepest
+
+
+def instant_problem(value):
+    """Why the instant `value` (a datetime, or None) cannot be scheduled, or None: outside EARLIEST..LATEST."""
+    if value is None:
+        return None
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)  # code may hand a naive UTC one
+    if not EARLIEST <= aware <= LATEST:
+        return (
+            f"must be between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} (the years a schedule can express), "
+            f"got {value.isoformat()}"
+        )
+    return None
 
 
 def clean_definition(job):
@@ -186,6 +231,10 @@ def _check_period(job):
 def _check_bounds(job):
     """start_at, end_at and remaining_runs: for a scheduled job only, the end after the start, an `at` inside."""
     start, end, left = job.start_at, job.end_at, job.remaining_runs
+    for field in ("run_at", "start_at", "end_at"):
+        problem = instant_problem(getattr(job, field))
+        if problem:
+            yield field, problem
     if job.schedule_kind == "none":
         for field, value in (("start_at", start), ("end_at", end), ("remaining_runs", left)):
             if value is not None:

@@ -26,6 +26,7 @@ from calendars import blackouts
 from calendars.models import Window
 from jobs import audit, occurrences
 from jobs.models import JobDefinition
+from jobs.validation import instant_problem
 from runs.enqueue import build_runs, insert_runs
 from runs.models import Run
 
@@ -48,10 +49,17 @@ def backfill_plan(job, start, end, max_runs=100, *, ignore_windows=False):
     A BackfillPlan. Its occurrences come from jobs.occurrences, so only those
     inside the job's bounds (start_at, end_at); remaining_runs is not spent
     by a backfill. Raises ValidationError for a job without occurrences, an empty or future
-    window, or a cap out of range. Windows apply unless `ignore_windows`.
+    window, an instant outside the years a schedule can express
+    (jobs.validation.EARLIEST..LATEST), or a cap out of range. Windows apply
+    unless `ignore_windows`.
     """
     if job.schedule_kind not in (JobDefinition.ScheduleKind.CRON, JobDefinition.ScheduleKind.EVERY):
         raise ValidationError({"job": ["only a cron or every job has occurrences to backfill"]})
+    bad = {
+        field: [instant_problem(value)] for field, value in (("start", start), ("end", end)) if instant_problem(value)
+    }
+    if bad:
+        raise ValidationError(bad)
     if start >= end:
         raise ValidationError({"end": ["must be after start"]})
     if end > timezone.now():

@@ -51,7 +51,7 @@ def payload_for(task, args, kwargs):
 def _check_json(task, payload):
     try:
         json.dumps(payload, allow_nan=False)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # NaN; or nested beyond what encoding can walk
         raise ValueError(f"the arguments of {task.module_path} are not JSON: {exc}") from None
     problem = check_payload(payload)
     if problem:

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from jobs import roles
 from jobs.audit import actor_for_token
+from jobs.validation import MAX_JSON_DEPTH, json_depth
 from scheduler_project.api.auth import BearerTokenAuthentication, TeamToken, WorkerToken
 from scheduler_project.api.problems import Problem, invalid
 
@@ -27,7 +28,12 @@ BODY_SLACK_FACTOR = 6
 
 
 class BoundedJSONParser(parsers.JSONParser):
-    """JSON only, and never read a body far larger than any acceptable request."""
+    """JSON only, never a body far larger than any acceptable request, nor nested deeper than MAX_JSON_DEPTH.
+
+    Depth is checked here, as the body is parsed, for every /v1 endpoint: no
+    view, serializer or payload check ever walks deeper JSON (400
+    `malformed-request`).
+    """
 
     def parse(self, stream, media_type=None, parser_context=None):
         request = (parser_context or {}).get("request")
@@ -39,9 +45,16 @@ class BoundedJSONParser(parsers.JSONParser):
         if length > limit:
             raise Problem("payload-too-large", f"The request body is {length} bytes; at most {limit} are read.")
         try:
-            return super().parse(stream, media_type, parser_context)
+            data = super().parse(stream, media_type, parser_context)
         except RecursionError:
-            raise Problem("malformed-request", "The JSON body is nested too deeply.") from None
+            data = None  # deeper than the parser itself can go
+        else:
+            if json_depth(data) <= MAX_JSON_DEPTH:
+                return data
+        raise Problem(
+            "malformed-request",
+            f"The JSON body nests deeper than {MAX_JSON_DEPTH} levels of objects and arrays, the most accepted.",
+        )
 
 
 class CursorPage(pagination.CursorPagination):

@@ -8,7 +8,7 @@ no obvious credential (400 `validation-error` on the payload field).
 
 from rest_framework import serializers
 
-from jobs.validation import check_payload, payload_credential
+from jobs.validation import MAX_JSON_DEPTH, check_payload, instant_problem, json_depth, payload_credential
 from scheduler_project.api.problems import Problem
 
 
@@ -48,16 +48,26 @@ class Boolean(StrictJSON, serializers.BooleanField):
 
 
 class AwareDateTimeField(serializers.DateTimeField):
-    """ISO 8601 with an explicit offset: a scheduler must not guess the zone of a bare time."""
+    """ISO 8601 with an explicit offset: a scheduler must not guess the zone of a bare time.
+
+    Within the years a schedule can express (jobs.validation.EARLIEST..LATEST,
+    1970-9990): an instant outside is a 400 here, never an overflow further in.
+    """
 
     def to_internal_value(self, value):
         parsed = super().to_internal_value(value)
         text = str(value).strip()
         if not (text.endswith(("Z", "z")) or text[-6:-5] in ("+", "-") or text[-5:-4] in ("+", "-")):
             self.fail("naive")
+        problem = instant_problem(parsed)
+        if problem:
+            raise serializers.ValidationError(problem[0].upper() + problem[1:] + ".")
         return parsed
 
-    default_error_messages = {"naive": "Give a UTC offset, for example 2026-12-01T09:00:00+01:00 or ...Z."}
+    default_error_messages = {
+        "naive": "Give a UTC offset, for example 2026-12-01T09:00:00+01:00 or ...Z.",
+        "overflow": "Must be between 1970-01-01 and 9990-12-31 (the years a schedule can express).",
+    }
 
 
 class PayloadField(serializers.DictField):
@@ -65,6 +75,8 @@ class PayloadField(serializers.DictField):
 
     def to_internal_value(self, data):
         value = super().to_internal_value(data)
+        if json_depth(value) > MAX_JSON_DEPTH:  # a body is held to the same depth; this is a field's own limit
+            raise serializers.ValidationError(f"Nests deeper than {MAX_JSON_DEPTH} levels of objects and arrays.")
         unstorable = unstorable_text(value)
         if unstorable:
             raise serializers.ValidationError(unstorable)

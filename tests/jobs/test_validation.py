@@ -7,7 +7,8 @@ from django.core.exceptions import ValidationError
 
 from jobs.definitions import save_definition
 from jobs.models import JobDefinition
-from jobs.validation import check_payload
+from jobs.secrets import find_in
+from jobs.validation import MAX_JSON_DEPTH, check_payload, has_nul, json_depth
 
 
 def definition(tenant, **fields):
@@ -333,3 +334,53 @@ def test_the_database_refuses_an_every_job_without_a_period_and_an_end_before_it
     for fields in ({"every_seconds": None}, {"start_at": JAN, "end_at": JAN}):
         with pytest.raises(IntegrityError), transaction.atomic():
             JobDefinition.objects.filter(pk=job.pk).update(**fields)
+
+
+def nested(levels):
+    value = {}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("levels", [65, 1_000, 100_000])
+def test_it_refuses_a_payload_nested_deeper_than_64_levels_through_every_door(acme, levels):
+    (message,) = errors_of(definition(acme, target_kind="external", target_ref="", payload=nested(levels)))["payload"]
+    assert message == "payload nests deeper than 64 levels of objects and arrays; flatten it"
+    assert check_payload(nested(64)) is None
+
+
+def test_it_walks_a_payload_at_any_depth_without_recursion():
+    deep = ["bottom\x00"]
+    for _ in range(200_000):
+        deep = [deep]
+    assert has_nul(deep)
+    assert json_depth(deep) == MAX_JSON_DEPTH + 1  # counted up to the limit, no further
+    assert find_in({"a": deep}) is None
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"schedule_kind": "at", "cron_expr": "", "run_at": dt.datetime(1, 1, 1, tzinfo=dt.UTC)},
+        {"schedule_kind": "at", "cron_expr": "", "run_at": dt.datetime(9999, 12, 31, tzinfo=dt.UTC)},
+        {"start_at": dt.datetime(1969, 12, 31, tzinfo=dt.UTC)},
+        {"end_at": dt.datetime(9991, 1, 1, tzinfo=dt.UTC)},
+    ],
+)
+def test_it_refuses_an_instant_outside_the_years_a_schedule_can_express(acme, fields):
+    errors = errors_of(definition(acme, **fields))
+    field = next(f for f in ("run_at", "start_at", "end_at") if f in fields)
+    assert "must be between 1970-01-01 and 9990-12-31 (the years a schedule can express)" in errors[field][0]
+    assert not JobDefinition.objects.exists()
+
+
+def test_it_refuses_a_task_module_that_fails_as_it_is_imported_with_its_error(acme, settings):
+    settings.DUETIME_TASK_MODULES = [*settings.DUETIME_TASK_MODULES, "tests.broken_handlers"]
+    acme.task_module_prefixes = "tests.handlers\ntests.broken_handlers"
+    acme.save()
+    (message,) = errors_of(definition(acme, target_ref="tests.broken_handlers.export"))["target_ref"]
+    assert message == (
+        "the task module 'tests.broken_handlers' cannot be imported: "
+        "RuntimeError: billing settings are missing: set BILLING_URL"
+    )

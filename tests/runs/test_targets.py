@@ -114,6 +114,16 @@ def test_it_describes_an_exception_whose_str_fails():
     assert outcome.error.startswith("Unprintable: <the exception's str() failed>")
 
 
+def test_it_fails_without_retries_a_task_whose_module_fails_as_it_is_imported(settings):
+    settings.DUETIME_TASK_MODULES = [*settings.DUETIME_TASK_MODULES, "tests.broken_handlers"]
+    outcome = targets.execute("python", "tests.broken_handlers.export", context(payload={}), 10)
+    assert (outcome.outcome, outcome.retryable) == ("failed", False)
+    assert outcome.error == (
+        "not a registered task: the task module 'tests.broken_handlers' cannot be imported: "
+        "RuntimeError: billing settings are missing: set BILLING_URL"
+    )
+
+
 def exception_class_path(outcome):
     """The class path Django's TaskResult would show for this outcome (tasks_backend.results)."""
     return results.exception_class_path(AttemptRow(outcome=outcome.outcome, error=outcome.error))

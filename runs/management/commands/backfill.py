@@ -26,7 +26,10 @@ BAR_WIDTH = 30
 
 def instant(text):
     """An ISO 8601 instant; without an offset it is read as UTC."""
-    value = parse_datetime(text)
+    try:
+        value = parse_datetime(text)
+    except ValueError:  # well formed, but no such day or hour (2026-02-30)
+        value = None
     if value is None:
         raise CommandError(
             f"'{text}' is not a date and time: use ISO 8601, e.g. 2026-05-01T00:00 or 2026-05-01T00:00+02:00"
