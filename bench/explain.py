@@ -12,6 +12,7 @@ import re
 from django.db import connection, transaction
 
 from bench.setup import bench_tenant, db_now, insert_runs, settle
+from jobs.models import JobDefinition
 from runs import claims, sql
 
 
@@ -67,15 +68,43 @@ def run(options):
     }
 
 
-def _explain(cursor, name, params, timings):
-    """Print the plan of `name`'s last statement, after running the ones before it.
+def claim_plans(queue, tenant_ids, batch, label):
+    """EXPLAIN (ANALYZE, BUFFERS) of one claim's tenant and candidate queries, `batch` runs due now
+    spread over `tenant_ids` (their jobs on `queue`), in a transaction rolled back at the end.
 
-    EXPLAIN ANALYZE really executes it, as the claim would.
+    For bench tenants, which prints them for each shape; returns each query's execution ms.
     """
-    *before, last = sql.load(sql.dialect())[name]
-    for statement in before:
-        cursor.execute(statement, params)
-    cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + last, params)
-    plan = [row[0] for row in cursor.fetchall()]
-    print(f"\n-- {name}\n" + "\n".join(plan))
-    timings[name] = float(re.search(r"Execution Time: ([\d.]+)", plan[-1]).group(1))
+    timings = {}
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, tenant_id FROM jobs_jobdefinition WHERE tenant_id = ANY(%s) AND queue = %s", [tenant_ids, queue]
+        )
+        jobs = JobDefinition.objects.filter(pk__in=[row[0] for row in cursor.fetchall()])
+        each = max(1, batch // len(tenant_ids))
+        for i, job in enumerate(jobs):
+            insert_runs(job, db_now(), each, start_index=90_000_000 + i * each)
+        params = {"queues": [queue], "tenant": None, "kinds": None, "now": None, "n": batch, **claims.EVERY_TENANT}
+        params.update(lock_timeout=claims.CLAIM_LOCK_TIMEOUT, idle_timeout=claims.CLAIM_IDLE_TIMEOUT)
+        print(f"\n-- {label}")
+        _explain(cursor, "lock_ready_tenants", params, timings)
+        per_tenant = -(-batch // len(tenant_ids))
+        _explain(cursor, "claim_candidates", {**params, "tenants": tenant_ids, "per_tenant": per_tenant}, timings)
+        transaction.set_rollback(True)
+    return timings
+
+
+def _explain(cursor, name, params, timings):
+    """Print the plans of `name`'s statements (those that read tables), each run as the claim would.
+
+    EXPLAIN ANALYZE really executes them; the settings statement (set_config) is run, not printed.
+    `timings[name]` is the sum of their execution times.
+    """
+    timings[name] = 0.0
+    for statement in sql.load(sql.dialect())[name]:
+        if statement.startswith("SELECT set_config"):
+            cursor.execute(statement, params)
+            continue
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + statement, params)
+        plan = [row[0] for row in cursor.fetchall()]
+        print(f"\n-- {name}\n" + "\n".join(plan))
+        timings[name] += float(re.search(r"Execution Time: ([\d.]+)", plan[-1]).group(1))

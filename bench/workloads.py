@@ -11,7 +11,7 @@ import uuid
 from django.db import transaction
 from django.db.models import Count, Max, Min
 
-from bench import report
+from bench import explain, report
 from bench.processes import Fleet
 from bench.setup import bench_tenant, db_now, design_tenants, idle_tenants, insert_runs, settle
 from jobs.models import Tenant
@@ -137,7 +137,7 @@ def tenants(options):
     prefix, count, design = f"bench-tenants-{uuid.uuid4().hex[:8]}", options["active"], options["shape"] == "design"
     jobs = [bench_tenant(f"tenants-active-{i}", queue=prefix)[1] for i in range(count)]
     phases = {"few_tenants": [], "many_tenants": []}
-    future = 0
+    future, plans = 0, {}
     for phase, drains in phases.items():
         if phase == "many_tenants":
             if design:
@@ -147,6 +147,9 @@ def tenants(options):
         for _ in range(options["repeat"]):
             start_index = sum(map(len, phases.values())) * options["runs"]
             drains.append((_workers_drain if design else _claim_all)(jobs, options, start_index=start_index))
+        if design:
+            label = f"{phase}: {Tenant.objects.count()} tenants, {future} runs scheduled ahead"
+            plans[phase] = explain.claim_plans(prefix, [job.tenant_id for job in jobs], options["batch"], label)
     few, many = (statistics.median(d["runs_per_s"] for d in phases[p]) for p in phases)
     return {
         "workload": "tenants",
@@ -159,6 +162,7 @@ def tenants(options):
         "runs_per_s": many,
         "few_tenants_runs_per_s": few,
         "phases": phases,
+        "claim_plan_ms": plans,
         "ratio": round(many / few, 3) if few and many else None,
     }
 
