@@ -61,7 +61,30 @@ def steady(options, during=None):
 
 
 def spike(options):
-    """`runs` all due at one instant 10 s ahead. Time from that instant to the last start."""
+    """`runs` all due at one instant 10 s ahead: time from that instant to the last start, and the
+    same number drained (bench drain) in the same run, alternately, `repeat` times each.
+
+    The spike's rate is runs / (last start - instant); the ratio is its median over the drains' median
+    rate (a spike must drain as fast as runs that appear due).
+    """
+    spikes, drains = [], []
+    for _ in range(options["repeat"]):
+        drains.append(drain(options))
+        spikes.append(_spike_once(options))
+    rates = [s["spike_runs_per_s"] for s in spikes]
+    spike_rate, drain_rate = statistics.median(rates), statistics.median(d["runs_per_s"] for d in drains)
+    return {
+        **spikes[-1],
+        "spike_runs_per_s": spike_rate,
+        "all_started_after_s": [s["all_started_after_s"] for s in spikes],
+        "spike_rates": rates,
+        "drain_rates": [d["runs_per_s"] for d in drains],
+        "drain_runs_per_s": drain_rate,
+        "ratio_to_drain": round(spike_rate / drain_rate, 3) if spike_rate and drain_rate else None,
+    }
+
+
+def _spike_once(options):
     tenant, job = bench_tenant("spike")
     settle()
     fleet = Fleet(job.queue, options["workers"], options["concurrency"], options["batch"], options["pool"])
@@ -73,8 +96,14 @@ def spike(options):
         fleet.stop()
     figures = report.figures(tenant, options["runs"])
     last = figures["last_start"]
-    figures["all_started_after_s"] = round((last - instant).total_seconds(), 3) if last else None
-    return {"workload": "spike", "tenant": tenant.name, **figures}
+    after = round((last - instant).total_seconds(), 3) if last else None
+    return {
+        "workload": "spike",
+        "tenant": tenant.name,
+        **figures,
+        "all_started_after_s": after,
+        "spike_runs_per_s": round(options["runs"] / after, 1) if after else None,
+    }
 
 
 def backlog(options):

@@ -5,7 +5,18 @@ from django.db import connection
 
 
 def _workloads():
-    from bench import celery_transport, explain, failover, history, materialize, overhead, portal, startup, tasks_drain
+    from bench import (
+        celery_transport,
+        explain,
+        failover,
+        history,
+        materialize,
+        noisy,
+        overhead,
+        portal,
+        startup,
+        tasks_drain,
+    )
     from bench.workloads import WORKLOADS
 
     return {
@@ -19,12 +30,13 @@ def _workloads():
         "failover": failover.run,
         "materialize": materialize.run,
         "tasks-drain": tasks_drain.run,
+        "noisy": noisy.run,
     }
 
 
 class Command(BaseCommand):
     help = (
-        "Measure Duetime: drain, steady, spike, backlog, tenants, explain, portal, startup, failover, materialize, history, "
+        "Measure Duetime: drain, steady, spike, backlog, tenants, noisy, explain, portal, startup, failover, materialize, history, "
         "celery-drain, celery-steady, tasks-drain, metrics-overhead, move-log-overhead. "
         "Last line: one JSON object."
     )
@@ -48,6 +60,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--tenants", type=int, default=100_000, help="tenants: tenants in all, idle but --active.")
         parser.add_argument("--active", type=int, default=100, help="tenants: tenants with work.")
+        parser.add_argument(
+            "--cap", type=int, default=10, help="noisy: the flooding tenant's max_concurrent_runs (below the slots)."
+        )
         parser.add_argument(
             "--shape",
             choices=["idle", "design"],
