@@ -21,6 +21,7 @@ from django.db.models import Q
 
 from jobs import cron
 from jobs.models import JobDefinition, Tenant
+from jobs.validation import instant_problem
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 MAX_HOLIDAYS = 2000
@@ -186,6 +187,11 @@ class Window(models.Model):
     def _one_off_errors(self):
         if not self.starts_at or not self.ends_at:
             return {"starts_at": "a one-off window needs its start and end"}
+        bad = {
+            f: instant_problem(getattr(self, f)) for f in ("starts_at", "ends_at") if instant_problem(getattr(self, f))
+        }
+        if bad:  # the years a schedule can express: the walks over a window's span stay inside Python's dates
+            return bad
         if self.ends_at <= self.starts_at:
             return {"ends_at": "must be after the start"}
         return {}

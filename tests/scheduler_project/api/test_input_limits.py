@@ -88,6 +88,11 @@ def test_it_refuses_every_other_instant_outside_them(api, acme, acme_team, insta
     at = api.put("/v1/jobs/billing.once", token=acme_team, json=nightly(schedule={"kind": "at", "at": instant}))
     run = api.post("/v1/jobs/billing.export/runs", token=acme_team, json={"run_at": instant})
     ledger = api.get(f"/v1/jobs/billing.hourly/ledger?start={instant.replace('+', '%2B')}", token=acme_team)
+    window = api.post(
+        "/v1/windows",
+        token=acme_team,
+        json={"name": "freeze", "kind": "one_off", "starts_at": instant, "ends_at": "2027-01-04T00:00:00Z"},
+    )
     declared = api.put(
         "/v1/schedules",
         token=acme_team,
@@ -97,6 +102,7 @@ def test_it_refuses_every_other_instant_outside_them(api, acme, acme_team, insta
     assert assert_problem(at, 400, "invalid-schedule")["errors"][0]["field"] == "schedule.at"
     assert assert_problem(run, 400, "validation-error")["errors"][0]["field"] == "run_at"
     assert assert_problem(ledger, 400, "validation-error")["errors"][0]["field"] == "start"
+    assert assert_problem(window, 400, "validation-error")["errors"][0]["field"] == "starts_at"
     assert declared.status_code == 400 and "between 1970-01-01 and 9990-12-31" in declared.json()["detail"]
 
 
