@@ -7,8 +7,10 @@ DUETIME_TASK_MODULES, and inside one of its tenant's allowed module prefixes
 let one team make the shared worker import and call arbitrary code.
 
 Save-time validation (jobs.validation) asks both questions; the worker
-(runs.targets) asks the first again before every call, so a module the
-operator has since removed from the list no longer runs.
+(runs.targets) asks both again before every call, so a module the operator
+has since removed from the list, or a prefix a superuser has since taken
+from the tenant, no longer runs (`NotAllowed`, a permanent failure). Trigger,
+resume, replay and materialisation ask the second too (jobs.permissions).
 """
 
 import importlib
@@ -25,6 +27,10 @@ HOW_TO_REGISTER = (
 
 class NotRegistered(Exception):
     """The reference does not name a registered task; the message says why and how to register it."""
+
+
+class NotAllowed(Exception):
+    """The task's tenant may no longer run it (its module prefix was revoked); the message names the module."""
 
 
 def registered_task(ref):
@@ -59,3 +65,20 @@ def tenant_allows(prefixes, ref):
     """True when the module of `ref` is one of `prefixes` or inside one (whole dotted parts only)."""
     module_name = ref.rpartition(".")[0]
     return any(module_name == prefix or module_name.startswith(prefix + ".") for prefix in prefixes)
+
+
+def revoked(prefixes, ref, tenant=""):
+    """Why the tenant whose allowed prefixes are `prefixes` may not run `ref` (None when it may).
+
+    Said as a revocation: the job was saved under a prefix that allowed it, so
+    a refusal now means a superuser took the prefix away.
+    """
+    if tenant_allows(prefixes, ref):
+        return None
+    module = ref.rpartition(".")[0]
+    whose = f"tenant '{tenant}'" if tenant else "its tenant"
+    allowed = ", ".join(prefixes) or "none"
+    return (
+        f"permission revoked: {whose} may no longer run tasks from '{module}' (the module prefix that allowed "
+        f"it was removed; allowed module prefixes now: {allowed})"
+    )

@@ -230,18 +230,23 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-_MEMBER_NAME = re.compile(r'"[a-z_]+":')
+# A member's text value with no escape in it (`:"billing.close@2026-06-01T11:00:00+02:00"`).
+_PLAIN_STRING = re.compile(r':"([^"\\]*)"')
 
 
 def redact_lines(lines):
     """`lines` (the members of JSON objects, `"event":"leased","run":7,...`: runs.move_log) with every
     credential in their values redacted; the same list when none carries one.
 
-    Only the values are searched (a member named `fencing_token` or `idempotency_key` is not a credential's
-    key), all lines at once. A line that carries one is decoded, its text values are redacted, and it is
-    encoded again, so that it stays JSON whatever the credential was.
+    The move log passes here once per batch of moves, so the search is made cheap: only the text
+    values, each distinct one once (a batch repeats its worker, job and tenant names), never the members'
+    names (`fencing_token`, `idempotency_key` are not a credential's keys) nor numbers; lines with an
+    escaped character are searched whole. A line that carries one is decoded, its text values are
+    redacted, and it is encoded again, so that it stays JSON whatever the credential was.
     """
-    if find(_MEMBER_NAME.sub("", "\n".join(lines))) is None:
+    text = "\n".join(lines)
+    probe = text if "\\" in text else "\n".join(set(_PLAIN_STRING.findall(text)))
+    if find(probe) is None:
         return lines
     return [_redact_members(line) for line in lines]
 

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from calendars import blackouts
 from calendars.models import Window
-from jobs import audit, occurrences
+from jobs import audit, occurrences, permissions
 from jobs.models import JobDefinition
 from jobs.validation import instant_problem
 from runs.enqueue import build_runs, insert_runs
@@ -121,7 +121,9 @@ def backfill(
     `quota`: the runs.enqueue.Quota this door obeys (the API's: Quota.PENDING),
     checked for the whole window before any run is created. `plan`: the
     BackfillPlan of these arguments, when the caller has made it already.
+    Raises jobs.permissions.Revoked when the job's tenant may no longer run its target.
     """
+    permissions.refuse_revoked([job])
     plan = plan or backfill_plan(job, start, end, max_runs, ignore_windows=ignore_windows)
     times = plan.times
     now = now or timezone.now()

@@ -104,6 +104,7 @@ def execute(task, *, run_id, fencing_token, dispatched_by, target_ref, timeout_s
         fencing_token=fencing_token,
         payload=lease["payload"],
         due_at=dt.datetime.fromisoformat(lease["due_at"]),
+        tenant_id=lease.get("tenant_id"),  # its module prefixes are read at the call (runs.targets.check_allowed)
     )
     ctx._heartbeat = lambda: _extend(run_id, fencing_token)
     started = time.monotonic()

@@ -231,6 +231,7 @@ class Child:
             attempt.tenant_id,
             attempt.allowance,
             attempt.http,
+            attempt.task_prefixes,
         )
         try:
             self.conn.send_bytes(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
@@ -302,6 +303,7 @@ def _serve(conn, lost):
                 tenant_id,
                 allowance,
                 http,
+                prefixes,
             ) = pickle.loads(conn.recv_bytes())
         except EOFError:
             return
@@ -316,6 +318,7 @@ def _serve(conn, lost):
             tenant_id=tenant_id,
             allowance=allowance,
             http=http,
+            task_prefixes=prefixes,
             _lost=lost,
         )
         outcome = targets.execute(kind, ref, run, timeout_seconds)

@@ -23,7 +23,7 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from jobs import audit
+from jobs import audit, permissions
 from jobs.definitions import first_due
 from jobs.models import AuditEntry, JobDefinition, QueuePause, Tenant
 from jobs.validation import QUEUE_RE
@@ -66,10 +66,14 @@ def resume(job, *, actor, note="", now=None):
 
 
 def resume_many(queryset, *, actor, note="", now=None):
-    """`resume` for every paused job: passed-over occurrences become one skipped row each. Returns the jobs."""
+    """`resume` for every paused job: passed-over occurrences become one skipped row each. Returns the jobs.
+
+    Raises jobs.permissions.Revoked, resuming none, when a job's tenant may no longer run its target.
+    """
     now = now or timezone.now()
     with transaction.atomic():
         jobs = _locked(queryset, status=Status.PAUSED)
+        permissions.refuse_revoked(jobs)
         skipped = []
         for job in jobs:
             skipped += reactivate(job, now)
@@ -236,10 +240,13 @@ def trigger_many(queryset, *, actor, note="", now=None, payload=None, quota=None
     API and the portal; jobs.quotas.QuotaExceeded). The jobs stay locked until
     the runs are in, so two triggers of one job are judged one after the other.
     `payload` replaces the job's for these runs (the API's body).
+    jobs.permissions.Revoked, when a job's tenant may no longer run its
+    target, creates none either.
     """
     now = now or timezone.now()
     with transaction.atomic():
         jobs = _locked(queryset.exclude(status=Status.CANCELLED))
+        permissions.refuse_revoked(jobs)
         limited = [job for job in jobs if job.concurrency is not None]
         if limited:
             running = _running_by_job(limited)
@@ -303,7 +310,8 @@ def replay(dead_letter, *, actor, note="", now=None):
 
 
 def replay_many(dead_letters, *, actor, note="", now=None):
-    """transitions.replay_many and its audit, in one transaction. Returns those replayed."""
+    """transitions.replay_many and its audit, in one transaction. Returns those replayed
+    (jobs.permissions.Revoked: none)."""
     with transaction.atomic():
         letters = transitions.replay_many(dead_letters, actor=actor, now=now)
         audit.record_many(actor, "replay", letters, note=note)

@@ -93,6 +93,7 @@ def message(lease, dispatched_by):
         "fencing_token": lease.fencing_token,
         "dispatched_by": dispatched_by,
         "job_name": lease.job_name,
+        "tenant_id": lease.tenant_id,  # whose module prefixes the executor checks at the call
         "target_ref": lease.target_ref,
         "attempt": lease.attempt,
         "idempotency_key": lease.idempotency_key,

@@ -27,7 +27,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from jobs import audit, cron, quotas
+from jobs import audit, cron, permissions, quotas
 from jobs.validation import check_payload
 from runs import sql
 from runs.models import Run
@@ -209,12 +209,14 @@ def enqueue(
     now=None,
     quota=None,
 ):
-    """Create a run of `job`; returns (run, created). Raises ValidationError on bad input.
+    """Create a run of `job`; returns (run, created). Raises ValidationError on bad input, and
+    jobs.permissions.Revoked when the job's tenant may no longer run its target.
 
     `quota`: the Quota this door obeys (the API's: Quota.ENQUEUE).
     """
     now = now or timezone.now()
     due = _due(run_at, delay_seconds, payload, now)
+    permissions.refuse_revoked([job])
     if idempotency_key is not None and origin == Run.Origin.API:
         existing = _keyed_run(job, idempotency_key)
         if existing and existing.job_id != job.pk:

@@ -34,6 +34,12 @@ query: an occurrence inside a window is skipped (the window's name is the
 reason), or held until the window ends (`available_at` is its end, `due_at`
 stays the occurrence), as the window's resume policy says (docs/windows.md).
 
+A job whose tenant may no longer run its target (a superuser took away the
+module prefix or the private network it needs: jobs.permissions) gets no new
+runs either: its occurrences are recorded `skipped`, the reason naming what
+was revoked, and its schedule moves on; restoring the permission brings back
+the occurrences after that.
+
 A job with `remaining_runs` gets at most that many runs; the statement
 that advances its `next_due_at` also spends the count (advance_definitions:
 `remaining_runs - spent`, compared with the value the plan read, on rows the
@@ -64,7 +70,7 @@ from django.utils import timezone
 
 from calendars import blackouts
 from calendars.models import Window
-from jobs import cron, occurrences, quotas
+from jobs import cron, occurrences, permissions, quotas
 from jobs.models import SHARDS, JobDefinition, QueuePause
 from runs import metrics, sql
 from runs import shards as shard_leases
@@ -345,6 +351,7 @@ def materialize_jobs(jobs, now, horizon, room, schedules):
     rows, planned = [], []
     for job in jobs:
         todo = plan(job, now, horizon, windows=windows.get(job.pk, ()), schedules=schedules)
+        skip_revoked(job, todo)
         cap_by_quota(job, todo, room)
         spend(job, todo)
         rows += rows_for(job, todo, now)
@@ -387,6 +394,7 @@ def materialize_job(job, now, horizon, room=None):
     the jobs of one pass; occurrences beyond it are recorded skipped.
     """
     todo = plan(job, now, horizon, windows=Window.objects.by_job([job])[job.pk])
+    skip_revoked(job, todo)
     cap_by_quota(job, todo, room if room is not None else {})
     spend(job, todo)
     left = None if job.remaining_runs is None else job.remaining_runs - todo.spent
@@ -420,6 +428,18 @@ def rooms(tenants):
     pending = Run.objects.filter(waiting_or_leased, tenant_id__in=ids).pending().values_list("tenant_id")
     counts = dict(pending.order_by().annotate(n=Count("pk")).values_list("tenant_id", "n"))
     return {tenant.pk: tenant.max_pending_runs - counts.get(tenant.pk, 0) for tenant in tenants}
+
+
+def skip_revoked(job, todo):
+    """Record all of `todo.runs` skipped when the job's tenant may no longer run its target
+    (jobs.permissions: a module prefix or a private network was taken away); the schedule moves on."""
+    if not todo.runs:
+        return
+    why = permissions.revoked(job)
+    if why is None:
+        return
+    todo.skipped.append(missed_summary(sorted(todo.runs), why))
+    todo.runs, todo.held = [], {}
 
 
 def cap_by_quota(job, todo, room):

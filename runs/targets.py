@@ -1,6 +1,8 @@
 """Executing one claimed attempt: `python` Django tasks and `http` endpoints.
 
-A `python` target is a registered Django task (jobs.registry, docs/tasks.md):
+A `python` target is a registered Django task (jobs.registry, docs/tasks.md),
+inside a module prefix its tenant is allowed as the attempt starts (a prefix
+a superuser took away fails the attempt for good, naming the module):
 the payload is passed as keyword arguments, and a task declared with
 `takes_context=True` first receives a `Context`. A task returns normally to
 succeed (what it returns is stored on the attempt: JSON of at most
@@ -96,6 +98,9 @@ class Attempt:
     allowance: object = None
     # For an http target: its HttpCall as the worker read it for the batch; None: read from the database at the call.
     http: object = None
+    # For a python target: the tenant's allowed module prefixes as the worker read them when the attempt
+    # started (a tuple; a child process then needs no database); None: read from the database at the call.
+    task_prefixes: tuple | None = None
     _heartbeat: object = None  # callable() -> bool (False: lease lost)
     _lost: Flag = dataclasses.field(default_factory=Flag)  # or the process pool's children.SharedFlag
 
@@ -162,6 +167,8 @@ def execute(kind, ref, run, timeout_seconds):
         return Outcome("failed", f"permanent: {exc}", retryable=False)
     except registry.NotRegistered as exc:
         return Outcome("failed", f"not a registered task: {exc}", retryable=False)
+    except registry.NotAllowed as exc:
+        return Outcome("failed", str(exc), retryable=False)
     except BadReturnValue as exc:
         return Outcome("failed", str(exc), retryable=False)
     except TimeoutError as exc:
@@ -183,8 +190,13 @@ def _stored(returned):
 
 
 def call_task(ref, run):
-    """Call the registered task `ref` with the payload as keyword arguments (and a Context first if it takes one)."""
-    task = registry.registered_task(ref)  # asked again: the operator may have unlisted the module since
+    """Call the registered task `ref` with the payload as keyword arguments (and a Context first if it takes one).
+
+    Asked again first, as the call is made: whether the tenant may still run it (a superuser may have
+    taken the prefix away), and whether the operator still lists the module.
+    """
+    check_allowed(ref, run)
+    task = registry.registered_task(ref)
     kwargs = {} if run.payload is None else run.payload
     if not isinstance(kwargs, dict):
         raise PermanentError(
@@ -196,6 +208,35 @@ def call_task(ref, run):
     except TypeError as exc:  # the payload does not fit the task: retrying cannot help
         raise PermanentError(f"the payload does not match {ref}{_signature(task.func)}: {exc}") from exc
     return task.call(*args, **kwargs)  # Django's Task.call runs an `async def` task to completion
+
+
+def check_allowed(ref, run):
+    """Raise registry.NotAllowed unless the run's tenant (run.tenant_id) may still run `ref`.
+
+    Uses the prefixes the worker read as the attempt started (run.task_prefixes), or reads them now.
+    A run of no known tenant (a direct call, outside the engine) is not checked.
+    """
+    prefixes = run.task_prefixes
+    if prefixes is None and run.tenant_id is not None:
+        prefixes = _prefixes_now(run.tenant_id)
+    if prefixes is not None and (why := registry.revoked(prefixes, ref)):
+        raise registry.NotAllowed(why)
+
+
+def _prefixes_now(tenant_id):
+    found = Tenant.objects.filter(pk=tenant_id).values_list("task_module_prefixes", flat=True).first()
+    return () if found is None else tuple(Tenant(task_module_prefixes=found).task_prefixes)
+
+
+def task_prefixes(leases):
+    """{tenant id: its allowed module prefixes} of the tenants whose python targets are among `leases`,
+    read now, in one query (as `allowances`, handed over with the attempts)."""
+    tenant_ids = {lease.tenant_id for lease in leases if lease.target_kind == "python"}
+    if not tenant_ids:
+        return {}
+    rows = Tenant.objects.filter(pk__in=tenant_ids).values_list("pk", "task_module_prefixes")
+    found = {pk: tuple(Tenant(task_module_prefixes=text).task_prefixes) for pk, text in rows}
+    return {tenant_id: found.get(tenant_id, ()) for tenant_id in tenant_ids}  # a deleted tenant: nothing
 
 
 def check_return_value(value):

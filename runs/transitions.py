@@ -35,7 +35,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from dlq.models import DeadLetter
-from jobs import secrets
+from jobs import permissions, secrets
 from jobs.models import JobDefinition
 from runs import generations, metrics, move_log, partitions, sql
 from runs.models import CLAIMABLE_STATES, HISTORY_STATES, OPEN_DAY, Attempt, ReadyMark, Run
@@ -495,6 +495,8 @@ def replay_many(dead_letters, *, actor, now=None):
 
     Same idempotency key, a fresh attempt budget (the job's max_attempts more).
     A letter already replayed or discarded, or whose run is no longer dead, is left alone.
+    Raises jobs.permissions.Revoked, replaying none, when a letter's job may no longer run
+    (its tenant lost the module prefix or the network its target needs).
     """
     now = now or timezone.now()
     with transaction.atomic():
@@ -505,6 +507,8 @@ def replay_many(dead_letters, *, actor, now=None):
             .values_list("pk", flat=True)
         )
         letters = [d for d in letters if d.run_id in dead]
+        jobs = JobDefinition.objects.filter(pk__in={d.job_id for d in letters}).select_related("tenant")
+        permissions.refuse_revoked(jobs)
         resolved = {"resolved_by": actor, "history_day": partitions.history_day(now)}  # the letters go into history
         DeadLetter.objects.filter(pk__in=[d.pk for d in letters]).update(replayed_at=now, **resolved)
         budgets = dict(

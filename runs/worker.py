@@ -189,9 +189,9 @@ class Worker:
                     only_tenants=self.only_tenants,
                     except_tenants=self.except_tenants,
                 )
-        allowances, calls = self._allowances(leases)
+        (allowances, calls), prefixes = self._allowances(leases), self._task_prefixes(leases)
         for lease in leases:  # only once committed
-            self._start(lease, allowances.get(lease.tenant_id), calls.get(lease.job_id))
+            self._start(lease, allowances.get(lease.tenant_id), calls.get(lease.job_id), prefixes.get(lease.tenant_id))
         result.claimed = len(leases)
         return result
 
@@ -286,7 +286,16 @@ class Worker:
             log.warning("could not read the http targets' networks and calls; each call reads its own", exc_info=True)
             return {}, {}
 
-    def _start(self, lease, allowance=None, http=None):
+    def _task_prefixes(self, leases):
+        """The python targets' tenants' allowed module prefixes as they are now; {} if they cannot be read
+        (each call then reads its own: checked when used either way)."""
+        try:
+            return targets.task_prefixes(leases)
+        except DATABASE_ERRORS:
+            log.warning("could not read the tenants' module prefixes; each python call reads its own", exc_info=True)
+            return {}
+
+    def _start(self, lease, allowance=None, http=None, task_prefixes=None):
         ctx = targets.Attempt(
             run_id=lease.run_id,
             job_name=lease.job_name,
@@ -298,6 +307,7 @@ class Worker:
             tenant_id=lease.tenant_id,
             allowance=allowance,
             http=http,
+            task_prefixes=task_prefixes,
         )
         ctx._heartbeat = lambda: self._extend(lease)
         self.inflight[lease.run_id] = InFlight(lease, ctx, time.monotonic())

@@ -15,6 +15,7 @@ from django.utils.html import format_html
 
 from dlq.models import DeadLetter
 from jobs.audit import actor_for_user
+from jobs.permissions import Revoked
 from jobs.roles import OPERATE
 from runs import controls
 from runs.models import Run
@@ -162,7 +163,10 @@ class DeadLetterAdmin(TenantScopedAdmin):
             }
 
         def perform(qs, data):
-            done = controls.replay_many(qs, actor=actor_for_user(request.user), note=data["note"])
+            try:
+                done = controls.replay_many(qs, actor=actor_for_user(request.user), note=data["note"])
+            except Revoked as exc:
+                return f"Nothing replayed: {exc}"
             return f"Replayed {len(done)} dead letter(s)."
 
         return confirm_action(

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from jobs.audit import actor_for_user
 from jobs.models import JobDefinition
+from jobs.permissions import Revoked
 from jobs.quotas import QuotaExceeded
 from jobs.roles import OPERATE, OWN
 from runs import backfill, controls, enqueue
@@ -115,7 +116,10 @@ def resume_jobs(modeladmin, request, queryset):
         }
 
     def perform(qs, data):
-        jobs = controls.resume_many(qs, actor=actor_for_user(request.user), note=data["note"])
+        try:
+            jobs = controls.resume_many(qs, actor=actor_for_user(request.user), note=data["note"])
+        except Revoked as exc:
+            return f"Nothing resumed: {exc}"
         return f"Resumed {len(jobs)} job(s)."
 
     return confirm_action(
@@ -169,7 +173,7 @@ def trigger_jobs(modeladmin, request, queryset):
             )
         except QuotaExceeded as exc:
             return f"Nothing triggered: capped by quota. {exc}"
-        except controls.ConcurrencyLimit as exc:
+        except (controls.ConcurrencyLimit, Revoked) as exc:
             return f"Nothing triggered: {exc}"
         return f"Triggered {len(runs)} run(s)."
 

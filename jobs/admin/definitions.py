@@ -27,6 +27,7 @@ from jobs.admin.tenant_pause import TENANT_ACTIONS
 from jobs.audit import actor_for_user
 from jobs.definitions import save_definition
 from jobs.models import AuditEntry, JobDefinition, Tenant
+from jobs.permissions import Revoked
 from jobs.quotas import QuotaExceeded
 from jobs.roles import OPERATE
 from jobs.validation import MAX_JITTER_SECONDS
@@ -408,6 +409,8 @@ class JobDefinitionAdmin(TenantScopedAdmin):
             return JsonResponse({"error": "; ".join(messages)}, status=400)
         except QuotaExceeded as exc:
             return JsonResponse({"error": f"capped by quota: {exc}"}, status=429)
+        except Revoked as exc:
+            return JsonResponse({"error": str(exc)}, status=403)
         return JsonResponse(
             {"created": created, "cursor": following.isoformat(), "remaining": remaining - created, "done": done}
         )

@@ -32,6 +32,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from jobs.idempotency import KeyInFlight, KeyReused
+from jobs.permissions import Revoked
 from jobs.quotas import QuotaExceeded
 from jobs.roles import InsufficientRole
 from jobs.tokens import QueueNotAllowed
@@ -51,6 +52,7 @@ TYPES = {
     "unauthorized": (401, "Missing or invalid token"),
     "forbidden": (403, "Not allowed for this token"),
     "insufficient-role": (403, "The token's role does not allow this"),
+    "permission-revoked": (403, "The tenant may no longer run this job's target"),
     "not-found": (404, "Not found"),
     "method-not-allowed": (405, "Method not allowed"),
     "not-acceptable": (406, "Not acceptable"),
@@ -116,6 +118,7 @@ DOMAIN_ERRORS = {
     KeyInFlight: DomainError("idempotency-key-in-use", headers=retry_after),
     QueueNotAllowed: DomainError("forbidden"),
     InsufficientRole: DomainError("insufficient-role", detail=role_detail),
+    Revoked: DomainError("permission-revoked"),
     StaleLease: DomainError("stale-lease", detail=lost_lease),
     ConcurrencyLimit: DomainError("concurrency-limit"),
 }

@@ -23,8 +23,8 @@ def test_a_worker_sends_nothing_to_a_removed_network_and_says_the_same_for_open_
         make_job(acme, name, target_kind="http", target_ref=f"https://127.0.0.1:{port}/hooks", payload={})
         for name, port in (("open", listener.port), ("closed", closed_port))
     ]
+    runs = [enqueue.enqueue(job)[0] for job in jobs]  # ...and queued (a trigger now would be refused)...
     Tenant.objects.filter(pk=acme.pk).update(private_networks="")  # ...and run after a superuser removed it
-    runs = [enqueue.enqueue(job)[0] for job in jobs]
     try:
         with Processes() as fleet:
             fleet.start("worker", "run_worker", "--pool", pool, DUETIME_HTTP_ALLOW_PRIVATE="0")

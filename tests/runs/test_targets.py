@@ -386,3 +386,49 @@ def test_it_calls_with_the_allowance_and_call_the_worker_read_without_asking_the
     run = context(tenant_id=acme.pk, allowance=targets.allowances([Lease(acme.pk, "http")])[acme.pk], http=call)
     with django_assert_num_queries(0):
         assert targets.execute("http", endpoint, run, 10).outcome == "succeeded"
+
+
+PythonLease = collections.namedtuple("PythonLease", "tenant_id target_kind")
+
+
+def test_a_python_task_whose_prefix_was_revoked_fails_for_good_naming_the_module(tmp_path):
+    report = tmp_path / "ran.json"
+    ctx = context(payload={"report": str(report)}, tenant_id=1, task_prefixes=("billing.tasks",))
+
+    outcome = targets.execute("python", "tests.handlers.echo", ctx, 10)
+
+    assert (outcome.outcome, outcome.retryable) == ("failed", False)
+    assert outcome.error == (
+        "permission revoked: its tenant may no longer run tasks from 'tests.handlers' (the module prefix that "
+        "allowed it was removed; allowed module prefixes now: billing.tasks)"
+    )
+    assert not report.exists()  # the handler was never called
+
+
+def test_the_prefixes_are_read_at_the_call_when_the_worker_did_not_hand_them_over(acme, tmp_path):
+    report = tmp_path / "ran.json"
+    ctx = context(payload={"report": str(report)}, tenant_id=acme.pk)
+    assert targets.execute("python", "tests.handlers.echo", ctx, 10).outcome == "succeeded"
+
+    acme.task_module_prefixes = ""
+    acme.save()
+    report.unlink()
+    outcome = targets.execute(
+        "python", "tests.handlers.echo", context(payload={"report": str(report)}, tenant_id=acme.pk), 10
+    )
+
+    assert (outcome.outcome, outcome.retryable) == ("failed", False)
+    assert "may no longer run tasks from 'tests.handlers'" in outcome.error and "now: none" in outcome.error
+    assert not report.exists()
+
+
+def test_the_worker_reads_the_python_targets_prefixes_in_one_query(acme, globex, django_assert_num_queries):
+    globex.task_module_prefixes = "tests.handlers\nbilling.tasks"
+    globex.save()
+    leases = [PythonLease(acme.pk, "python"), PythonLease(globex.pk, "python"), PythonLease(acme.pk, "http")]
+
+    with django_assert_num_queries(1):
+        found = targets.task_prefixes(leases)
+
+    assert found == {acme.pk: ("tests.handlers",), globex.pk: ("tests.handlers", "billing.tasks")}
+    assert targets.task_prefixes([PythonLease(acme.pk, "http")]) == {}

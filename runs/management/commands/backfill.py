@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from jobs.models import JobDefinition
+from jobs.permissions import Revoked
 from jobs.quotas import QuotaExceeded
 from runs import backfill
 from runs.enqueue import Quota
@@ -88,6 +89,8 @@ class Command(BaseCommand):
             raise CommandError("; ".join(exc.messages))
         except QuotaExceeded as exc:
             raise CommandError(f"capped by quota, no run created: {exc}")
+        except Revoked as exc:
+            raise CommandError(f"no run created: {exc}")
         self.stdout.write("")
         more = f" (capped at {max_runs}; the window holds more occurrences)" if truncated else ""
         self.stdout.write(self.style.SUCCESS(f"Created {len(runs)} run(s) of {tenant}/{job}{more}."))

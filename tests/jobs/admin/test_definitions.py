@@ -114,6 +114,20 @@ def test_it_triggers_now_and_says_the_overlap_policy_does_not_apply(as_alice, ni
     assert AuditEntry.objects.get(action="trigger", object_id=str(nightly.pk)).note == "customer asked"
 
 
+def test_it_triggers_and_resumes_nothing_once_the_tasks_prefix_was_revoked(as_alice, acme, nightly):
+    Tenant.objects.filter(pk=acme.pk).update(task_module_prefixes="")  # a superuser's edit
+
+    confirm(as_alice, CHANGELIST, "trigger_jobs", [nightly.pk], note="now")
+    JobDefinition.objects.filter(pk=nightly.pk).update(status="paused")
+    resumed = confirm(as_alice, CHANGELIST, "resume_jobs", [nightly.pk], note="back")
+
+    said = [str(m) for m in resumed.wsgi_request._messages]  # both pages' messages, none shown yet
+    assert said[0].startswith("Nothing triggered: billing.nightly: permission revoked: tenant 'acme' may no longer")
+    assert said[-1].startswith("Nothing resumed: billing.nightly: permission revoked")
+    assert not Run.objects.filter(job=nightly).exists()
+    assert JobDefinition.objects.get(pk=nightly.pk).status == "paused"
+
+
 def test_it_cancels_a_job_and_its_runs_not_yet_started(as_alice, nightly, make_run, wall_clock):
     waiting = make_run(nightly, due_at=wall_clock.ahead(minutes=30))  # the real clock: the action reads it
     page = action(as_alice, CHANGELIST, "cancel_jobs", [nightly.pk]).content.decode()

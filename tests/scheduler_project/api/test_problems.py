@@ -9,6 +9,7 @@ from rest_framework.test import APIRequestFactory
 
 from jobs.idempotency import KeyInFlight, KeyReused
 from jobs.models import JobDefinition, Tenant
+from jobs.permissions import Revoked
 from jobs.quotas import QuotaExceeded
 from jobs.roles import InsufficientRole
 from jobs.tokens import QueueNotAllowed
@@ -215,6 +216,13 @@ DOMAIN_ERRORS = [
         403,
         "insufficient-role",
         "needs a team token with the role operator or above; this token's role is viewer",
+        None,
+    ),
+    (
+        Revoked("billing.export: permission revoked: tenant 'acme' may no longer run tasks from 'billing.tasks'"),
+        403,
+        "permission-revoked",
+        "may no longer run tasks from 'billing.tasks'",
         None,
     ),
 ]
