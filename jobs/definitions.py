@@ -97,3 +97,17 @@ def save_definition(job, actor, *, now=None, note="", detail=None):
     detail = {"version": job.version, **(detail or {})}
     audit.record(actor, "create" if created else "update", job, detail=detail, note=note)
     return job, created
+
+
+@transaction.atomic
+def rotate_signing_secret(job, actor, *, now=None, note=""):
+    """Replace http job `job`'s signing secret (the old one stops signing at once); returns the new one, to show once.
+
+    Audited as `rotate_job_signing_secret` with the new secret's prefix. Raises
+    ValidationError for a job that is not http: only its calls are signed.
+    """
+    if job.target_kind != JobDefinition.TargetKind.HTTP:
+        raise ValidationError({"target_kind": [f"job {job.name} is not an http job: only http calls are signed"]})
+    secret = JobSigningSecret.rotate(job, now or timezone.now())
+    audit.record(actor, "rotate_job_signing_secret", job, detail={"prefix": secret[:12]}, note=note)
+    return secret

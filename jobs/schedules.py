@@ -51,6 +51,9 @@ FIELDS = {
     "starting_deadline_seconds": "schedule.starting_deadline_seconds",
     "target_kind": "target.kind",
     "target_ref": "target.ref",
+    "http_method": "target.method",
+    "http_headers": "target.headers",
+    "http_bearer_secret": "target.bearer_secret",
     "queue": "queue",
     "priority": "priority",
     "timeout_seconds": "timeout_seconds",
@@ -67,6 +70,8 @@ FIELDS = {
     "status": "paused",
 }
 DEFINITION_FIELDS = [f for f in FIELDS if f != "status"]
+# Left out of a declaration when they hold these (every job but an http one does): the set's file stays short.
+DECLARED_ONLY_WHEN_SET = {"http_method": "POST", "http_headers": {}}
 # The order an apply writes in: definitions first, then pauses and resumes, deletes last.
 ACTIONS = ("create", "change", "adopt", "pause", "resume", "delete")
 SYMBOLS = {"create": "+", "change": "~", "adopt": "~", "pause": "=", "resume": ">", "delete": "-"}
@@ -172,7 +177,7 @@ def shown(field, value):
         return Priority(value).label
     if field == "status":
         return {Status.ACTIVE: False, Status.PAUSED: True}.get(value, value)  # a deleted job shows "cancelled"
-    if value == "" and field in ("cron_expr", "target_ref", "owner_email", "owner_webhook_url"):
+    if value == "" and field in ("cron_expr", "target_ref", "http_bearer_secret", "owner_email", "owner_webhook_url"):
         return None
     return value
 
@@ -341,6 +346,8 @@ def declaration(job):
         if field == "status":
             value = True if job.status == Status.PAUSED else None  # `paused = true`, or nothing
         if value is None or field == "jitter_seconds" and job.jitter_is_default:
+            continue
+        if field in DECLARED_ONLY_WHEN_SET and value == DECLARED_ONLY_WHEN_SET[field]:
             continue
         group, _, key = path.rpartition(".")
         if group:

@@ -1,3 +1,12 @@
 """Portal pages of jobs: importing the package registers them on the portal site."""
 
-from jobs.admin import actions, definitions, drift, members, schedule_views, tenant_pause, tokens  # noqa: F401
+from jobs.admin import (  # noqa: F401
+    actions,
+    definitions,
+    drift,
+    members,
+    schedule_views,
+    signing_secret,
+    tenant_pause,
+    tokens,
+)

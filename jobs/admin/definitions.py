@@ -23,10 +23,11 @@ from django.utils.html import format_html, format_html_join
 from jobs import addresses, audit, jitter, quotas
 from jobs.admin.actions import JOB_ACTIONS, backfill_step
 from jobs.admin.drift import CodeFilter, adopt_into_code, code_column, drift_table
+from jobs.admin.signing_secret import page as signing_secret_page
 from jobs.admin.tenant_pause import TENANT_ACTIONS
 from jobs.audit import actor_for_user
 from jobs.definitions import save_definition
-from jobs.models import AuditEntry, JobDefinition, Tenant
+from jobs.models import AuditEntry, JobDefinition, JobSigningSecret, Tenant
 from jobs.permissions import Revoked
 from jobs.quotas import QuotaExceeded
 from jobs.roles import OPERATE
@@ -139,6 +140,7 @@ class JobDefinitionForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self._optional_http_fields()
         job = self.instance
         if job.pk is not None:
             self.fields["jitter_seconds"].help_text = (
@@ -146,6 +148,18 @@ class JobDefinitionForm(forms.ModelForm):
             )
             if job.jitter_is_default:
                 self.initial["jitter_seconds"] = None  # Duetime's choice: left empty, so saving keeps it Duetime's
+
+    def _optional_http_fields(self):
+        # Left out of a form posted without them (a script, an older page): the defaults, as for the API's body.
+        self.fields["http_method"].required = False
+        self.fields["http_headers"].required = False
+
+    def clean_http_method(self):
+        return self.cleaned_data.get("http_method") or JobDefinition.HttpMethod.POST
+
+    def clean_http_headers(self):
+        headers = self.cleaned_data.get("http_headers")
+        return {} if headers in (None, "") else headers
 
     def state_jitter(self, job):
         """What the box says to jobs.jitter: empty, Duetime chooses; a number, the owner's."""
@@ -191,6 +205,7 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         "code_drift",
         "schedule_preview",
         "notifications_sent",
+        "signing_secret_shown",
         "next_due_at",
         "shard",
         "version",
@@ -222,6 +237,13 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         (
             "Execution",
             {"fields": ["target_kind", "target_ref", "payload", "queue", "priority", "timeout_seconds", "concurrency"]},
+        ),
+        (
+            "HTTP call",
+            {
+                "description": "For http targets: how the URL is called and signed (docs/tasks.md, HTTP targets).",
+                "fields": ["http_method", "http_headers", "http_bearer_secret", "signing_secret_shown"],
+            },
         ),
         ("Retries", {"fields": ["max_attempts", "retry_base_seconds", "retry_max_seconds"]}),
         (
@@ -333,6 +355,30 @@ class JobDefinitionAdmin(TenantScopedAdmin):
             job.pk or "",
             link,
         )
+
+    @admin.display(description="signing secret")
+    def signing_secret_shown(self, job):
+        """The secret's prefix and age, and the page that rotates it; never the secret."""
+        if not job.pk or job.target_kind != JobDefinition.TargetKind.HTTP:
+            return "Only http jobs are signed."
+        current = JobSigningSecret.objects.filter(job=job).first()
+        url = reverse("admin:portal_job_signing_secret", args=[job.pk])
+        made = f"{current.prefix}…, made {current.rotated_at:%Y-%m-%d %H:%M} UTC. " if current else "None yet. "
+        return format_html('{}<a href="{}" data-testid="job-signing-secret-link">Rotate signing secret</a>', made, url)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        return self._show_issued_secret(request, obj) or super().response_add(request, obj, post_url_continue)
+
+    def response_change(self, request, obj):
+        return self._show_issued_secret(request, obj) or super().response_change(request, obj)
+
+    def _show_issued_secret(self, request, job):
+        """The signing secret page, with the secret, when this save made it (the job is new to http): shown once."""
+        secret = getattr(job, "issued_signing_secret", None)
+        if not secret:
+            return None
+        messages.success(request, f"{job.name} was saved. Its calls are signed with the secret below.")
+        return signing_secret_page(request, job, secret)
 
     def save_model(self, request, obj, form, change):
         form.state_jitter(obj)

@@ -3,7 +3,7 @@
 The body groups the model's flat fields:
 
     schedule.kind/cron/time_zone/at/jitter_seconds/missed_run_policy/starting_deadline_seconds
-    target.kind/ref
+    target.kind/ref/method/headers/bearer_secret (signing_secret: read only)
     retry.max_attempts/base_seconds/max_seconds
 
 Nested serializers use `source="*"`, so validated data comes out flat, keyed
@@ -17,7 +17,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs import jitter, schedules
-from jobs.models import JobDefinition
+from jobs.models import JobDefinition, JobSigningSecret
 from scheduler_project.api.fields import AwareDateTimeField, Boolean, Integer, PayloadField, Text
 
 # Model field -> path in the API body, for error messages.
@@ -31,6 +31,9 @@ BODY_PATHS = {
     "starting_deadline_seconds": "schedule.starting_deadline_seconds",
     "target_kind": "target.kind",
     "target_ref": "target.ref",
+    "http_method": "target.method",
+    "http_headers": "target.headers",
+    "http_bearer_secret": "target.bearer_secret",
     "max_attempts": "retry.max_attempts",
     "retry_base_seconds": "retry.base_seconds",
     "retry_max_seconds": "retry.max_seconds",
@@ -101,6 +104,27 @@ class ScheduleSerializer(serializers.Serializer):
         return attrs
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "maxProperties": 20,
+        "example": {"X-Team": "billing"},
+    }
+)
+class HeadersField(serializers.JSONField):
+    """An http target's own headers: any JSON here; jobs.validation says what is wrong with them, by name."""
+
+
+class SigningSecretSerializer(serializers.Serializer):
+    prefix = serializers.CharField(help_text="The first characters, to recognise the secret.")
+    rotated_at = serializers.DateTimeField()
+    secret = serializers.CharField(
+        required=False,
+        help_text="Only in the answer that made it (the job became http, or a rotation): shown once, never again.",
+    )
+
+
 class TargetSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(JobDefinition.TargetKind.values, source="target_kind")
     ref = Text(
@@ -112,13 +136,62 @@ class TargetSerializer(serializers.Serializer):
         default=None,
         help_text="python, celery: dotted path to a registered Django task; http: URL; external: null.",
     )
+    method = serializers.ChoiceField(
+        JobDefinition.HttpMethod.values,
+        source="http_method",
+        default=JobDefinition.HttpMethod.POST,
+        help_text="http: POST and PUT send the payload as JSON; GET sends no body (the payload must be {}).",
+    )
+    headers = HeadersField(
+        source="http_headers",
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="http: headers of the job's own, by name (docs/tasks.md, HTTP targets): no credentials, "
+        "hop-by-hop headers, Host, Content-Length, Content-Type or Duetime's own.",
+    )
+    bearer_secret = Text(
+        source="http_bearer_secret",
+        max_length=100,
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
+        help_text="http: the name of a secret the operator configured for the tenant (DUETIME_HTTP_SECRETS), "
+        "sent as Authorization: Bearer. Its value is never stored nor shown.",
+    )
+    signing_secret = serializers.SerializerMethodField(
+        help_text="http: the key of the Duetime-Signature header (docs/tasks.md); null for other kinds."
+    )
 
     def to_representation(self, job):
-        return {"kind": job.target_kind, "ref": job.target_ref or None}
+        data = {"kind": job.target_kind, "ref": job.target_ref or None}
+        data.update(method=job.http_method, headers=job.http_headers, bearer_secret=job.http_bearer_secret or None)
+        data["signing_secret"] = self.get_signing_secret(job)
+        return data
+
+    @extend_schema_field(SigningSecretSerializer(allow_null=True))
+    def get_signing_secret(self, job):
+        if job.target_kind != JobDefinition.TargetKind.HTTP:
+            return None
+        shown = signing_secret_of(job)
+        issued = getattr(job, "issued_signing_secret", None)
+        return {**shown, "secret": issued} if issued and shown else shown
 
     def validate(self, attrs):
         attrs["target_ref"] = attrs.get("target_ref") or ""
+        attrs["http_headers"] = {} if attrs.get("http_headers") is None else attrs["http_headers"]
+        attrs["http_bearer_secret"] = attrs.get("http_bearer_secret") or ""
         return attrs
+
+
+def signing_secret_of(job):
+    """{prefix, rotated_at} of an http job's signing secret, or None before it has one."""
+    try:
+        secret = job.signing_secret
+    except JobSigningSecret.DoesNotExist:
+        return None
+    return {"prefix": secret.prefix, "rotated_at": serializers.DateTimeField().to_representation(secret.rotated_at)}
 
 
 class RetrySerializer(serializers.Serializer):

@@ -12,6 +12,11 @@ urlpatterns = [
     re_path(rf"^jobs/{NAME}:pause$", views.JobPauseView.as_view(), name="api-job-pause"),
     re_path(rf"^jobs/{NAME}:resume$", views.JobResumeView.as_view(), name="api-job-resume"),
     re_path(rf"^jobs/{NAME}:backfill$", views.JobBackfillView.as_view(), name="api-job-backfill"),
+    re_path(
+        rf"^jobs/{NAME}:rotate-signing-secret$",
+        views.JobRotateSigningSecretView.as_view(),
+        name="api-job-rotate-signing-secret",
+    ),
     re_path(r"^schedules$", schedules.ScheduleSetView.as_view(), name="api-schedules"),
     re_path(r"^tenant$", tenant.TenantView.as_view(), name="api-tenant"),
     re_path(r"^audit$", audit.AuditLogView.as_view(), name="api-audit"),

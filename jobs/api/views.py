@@ -18,9 +18,11 @@ from jobs.api.serializers import (
     BackfillSerializer,
     DeletedJobSerializer,
     JobSerializer,
+    SigningSecretSerializer,
     body_errors,
+    signing_secret_of,
 )
-from jobs.definitions import save_definition
+from jobs.definitions import rotate_signing_secret, save_definition
 from jobs.models import JobDefinition
 from jobs.validation import NAME_RE
 from runs import backfill, controls, enqueue
@@ -49,7 +51,7 @@ class JobListView(TeamEndpoint):
         responses={200: page_of(JobSerializer, "JobPage"), **problem_responses(400, 404)},
     )
     def get(self, request):
-        jobs = scoped(request, JobDefinition.objects.select_related("tenant"))
+        jobs = scoped(request, JobDefinition.objects.select_related("tenant", "signing_secret"))
         wanted = request.query_params.get("status")
         if wanted is None:
             jobs = jobs.exclude(status=Status.CANCELLED)
@@ -288,3 +290,23 @@ class JobBackfillView(TeamEndpoint):
             "last_due_at": times[-1] if times else None,
         }
         return Response(BackfillResultSerializer(body).data, status=200 if values["dry_run"] else 201)
+
+
+class JobRotateSigningSecretView(TeamEndpoint):
+    """Owners only (TeamEndpoint's default for a POST): the secret is what a receiver trusts."""
+
+    @extend_schema(
+        operation_id="jobs_rotate_signing_secret",
+        summary="Replace an http job's signing secret and show the new one, once",
+        description="The old secret stops signing at once (docs/tasks.md, Verifying Duetime's signature). Audited.",
+        parameters=[NAME],
+        request=None,
+        responses={200: SigningSecretSerializer, **problem_responses(404, 409)},
+    )
+    def post(self, request, name):
+        job = live_job_or_409(request, name)
+        if job.target_kind != JobDefinition.TargetKind.HTTP:
+            raise Problem("invalid-state", f"Job {name} is not an http job: only http calls are signed.")
+        secret = rotate_signing_secret(job, self.actor)
+        job = JobDefinition.objects.select_related("signing_secret").get(pk=job.pk)
+        return Response({**signing_secret_of(job), "secret": secret})

@@ -31,7 +31,14 @@ def test_it_creates_a_job_with_documented_defaults(api, acme_team):
         "missed_run_policy": "run_once",
         "starting_deadline_seconds": None,
     }
-    assert job["target"] == {"kind": "external", "ref": None}
+    assert job["target"] == {
+        "kind": "external",
+        "ref": None,
+        "method": "POST",
+        "headers": {},
+        "bearer_secret": None,
+        "signing_secret": None,
+    }
     assert job["priority"] == "default"
     assert job["timeout_seconds"] == 900
     assert job["retry"] == {"max_attempts": 5, "base_seconds": 30, "max_seconds": 1800}

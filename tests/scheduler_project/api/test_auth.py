@@ -44,15 +44,17 @@ ENDPOINTS = [
     ("PUT", "/v1/jobs/billing.new", on_demand(), "owner"),
     ("PUT", "/v1/jobs/billing.nightly", on_demand(), "owner"),
     ("DELETE", "/v1/jobs/billing.nightly", None, "owner"),
+    ("POST", "/v1/jobs/billing.hook:rotate-signing-secret", None, "owner"),
     ("PUT", "/v1/schedules", SET, "owner"),
 ]
 
 
 @pytest.fixture
 def story(acme, make_job, make_dead_letter, clock):
-    """Acme: a nightly cron job with a scheduled run, a paused job, two dead letters, a paused queue."""
+    """Acme: a nightly cron job with a scheduled run, a paused job, an http job, two dead letters, a paused queue."""
     nightly = make_job(acme, "billing.nightly", cron_expr="0 2 * * *", time_zone="Europe/Berlin")
     make_job(acme, "billing.paused", status="paused")
+    make_job(acme, "billing.hook", target_kind="http", target_ref="https://public.example/hook", payload={})
     run = Run.objects.create(
         job=nightly,
         tenant=acme,
