@@ -25,6 +25,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
 
+from jobs import permissions
 from jobs.definitions import save_definition
 from jobs.models import JobDefinition, Tenant
 from jobs.validation import NAME_RE
@@ -55,9 +56,11 @@ def job_for(tenant_name, task, *, alias, fields=None):
     """The job definition that runs `task` for `tenant_name` (its tenant loaded); made on first use.
 
     Raises InvalidTaskBackend for an unknown tenant, InvalidTask when the
-    task cannot be a job of that tenant (save_definition's message) or when
-    its job was cancelled; jobs.quotas.QuotaExceeded when the tenant may have
-    no more jobs.
+    task cannot be a job of that tenant (save_definition's message), when
+    its job was cancelled, or when a superuser has since taken away the module
+    prefix that allowed it (jobs.permissions: seen within CACHE_SECONDS in
+    another process; the worker refuses the run in any case);
+    jobs.quotas.QuotaExceeded when the tenant may have no more jobs.
     """
     key = (tenant_name, task.module_path)
     found = _remembered.get(key)
@@ -71,6 +74,8 @@ def job_for(tenant_name, task, *, alias, fields=None):
             f"the Duetime job '{job.name}' of tenant '{tenant_name}' that runs {task.module_path} is cancelled: "
             "make it active again in the portal to enqueue it"
         )
+    if why := permissions.revoked(job):
+        raise InvalidTask(f"{task.module_path} cannot be enqueued for tenant '{tenant_name}': {why}")
     return job
 
 

@@ -189,6 +189,17 @@ def test_it_applies_the_backends_job_options(initech):
     assert run.max_attempts == 4 and run.job.max_attempts == 4
 
 
+def test_it_refuses_a_task_whose_prefix_a_superuser_took_away_since(initech, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.add.enqueue(1)  # the job is made, and remembered
+    initech.task_module_prefixes = "billing"
+    initech.save()  # a superuser's edit (in another process the backend sees it within CACHE_SECONDS)
+
+    with pytest.raises(InvalidTask, match="permission revoked: tenant 'initech' may no longer run tasks from"):
+        tasks.add.enqueue(2)
+    assert Run.objects.count() == 1
+
+
 def test_it_refuses_an_unknown_tenant(db):
     with pytest.raises(InvalidTaskBackend, match="tenant 'initech', which does not exist"):
         tasks.add.enqueue(1)
