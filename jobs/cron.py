@@ -22,7 +22,6 @@ schedule. croniter only ever sees plain comma lists of numbers.
 
 import bisect
 import copy
-import hashlib
 import heapq
 import itertools
 import zoneinfo
@@ -435,22 +434,6 @@ def _transition(zone: zoneinfo.ZoneInfo, low: datetime, high: datetime) -> datet
         else:
             low_ts = middle
     return datetime.fromtimestamp(high_ts, UTC)
-
-
-# ----------------------------------------------------------------- jitter
-
-
-def stable_hash(tenant: str, name: str) -> int:
-    """A 64-bit hash of (tenant, job name) that never changes between processes or releases."""
-    digest = hashlib.sha256(f"{tenant}\x00{name}".encode()).digest()
-    return int.from_bytes(digest[:8], "big")
-
-
-def stable_jitter(tenant: str, name: str, jitter_seconds: int) -> int:
-    """The job's fixed offset in [0, jitter_seconds): stable_hash mod jitter_seconds."""
-    if jitter_seconds < 0:
-        raise ValueError(f"jitter_seconds must be 0 or more, got {jitter_seconds}")
-    return stable_hash(tenant, name) % jitter_seconds if jitter_seconds else 0
 
 
 # ------------------------------------------------------- words for people

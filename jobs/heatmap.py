@@ -12,7 +12,7 @@ import datetime as dt
 import math
 from collections import Counter, defaultdict
 
-from jobs import cron
+from jobs import cron, jitter
 
 MINUTES = 24 * 60
 
@@ -59,7 +59,7 @@ def heatmap(jobs, now, *, held=None):
             minutes = _moved(members[0], minutes, start, held)
         offsets = Counter()
         for job in members:
-            offsets[cron.stable_jitter(job.tenant.name, job.name, job.jitter_seconds) // 60] += 1
+            offsets[jitter.stable_jitter(job.tenant.name, job.name, job.jitter_seconds) // 60] += 1
         unjittered = [job.pk for job in members if not job.jitter_seconds]
         for base in minutes:
             for shift, n in offsets.items():

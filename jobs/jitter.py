@@ -7,7 +7,7 @@ DUETIME_DEFAULT_JITTER_PERCENT (10) % of its schedule's shortest interval (an
 at most DUETIME_DEFAULT_JITTER_MAX_SECONDS (300): an every-minute job 6 s,
 every five minutes 30 s, hourly and slower 300 s. The run's offset inside
 that range is `stable_hash(tenant, name) mod jitter_seconds`
-(jobs.cron.stable_jitter): deterministic, the same for every occurrence of
+(`stable_jitter`): deterministic, the same for every occurrence of
 the job, and only ever a delay (a run never starts before its due time).
 `at` and on-demand jobs have no interval and get none.
 
@@ -21,6 +21,8 @@ The doors (API, portal, schedules as code) say what the owner stated with
 jobs.definitions.save_definition, the one save path) fills in the rest.
 """
 
+import hashlib
+
 from django.conf import settings
 
 from jobs import cron
@@ -29,6 +31,19 @@ from jobs.choices import ScheduleKind
 # Occurrences looked at for the shortest interval: a day of an hourly job, enough for any
 # regular schedule; an irregular one (`0,1 * * * *`) shows its shortest gap within a few.
 INTERVAL_SAMPLE = 24
+
+
+def stable_hash(tenant: str, name: str) -> int:
+    """A 64-bit hash of (tenant, job name) that never changes between processes or releases."""
+    digest = hashlib.sha256(f"{tenant}\x00{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def stable_jitter(tenant: str, name: str, jitter_seconds: int) -> int:
+    """The job's fixed offset in [0, jitter_seconds): stable_hash mod jitter_seconds."""
+    if jitter_seconds < 0:
+        raise ValueError(f"jitter_seconds must be 0 or more, got {jitter_seconds}")
+    return stable_hash(tenant, name) % jitter_seconds if jitter_seconds else 0
 
 
 def shortest_interval(expression, time_zone, now):
@@ -84,7 +99,7 @@ def settle(job, *, rescheduled, now):
 def describe(job):
     """What the job's jitter is and who chose it, in words for the API and the portal."""
     seconds = job.jitter_seconds or 0
-    offset = cron.stable_jitter(job.tenant.name, job.name, seconds) if job.tenant_id else 0
+    offset = stable_jitter(job.tenant.name, job.name, seconds) if job.tenant_id else 0
     if not seconds:
         why = "its schedule has no interval to spread" if job.jitter_is_default else "jitter_seconds is 0"
         return f"no jitter ({why}): runs become available at their due time"

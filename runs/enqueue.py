@@ -27,7 +27,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from jobs import audit, cron, permissions, quotas
+from jobs import audit, cron, jitter, permissions, quotas
 from jobs.validation import check_payload
 from runs import sql
 from runs.models import Run
@@ -49,14 +49,14 @@ def idempotency_key(job, due_at):
 
 def build_runs(job, due_times, *, origin=Run.Origin.SCHEDULE, payload=None, key=None):
     """Unsaved Run rows for `job` at `due_times` (jitter applied to available_at)."""
-    jitter = dt.timedelta(seconds=cron.stable_jitter(job.tenant.name, job.name, job.jitter_seconds))
+    offset = dt.timedelta(seconds=jitter.stable_jitter(job.tenant.name, job.name, job.jitter_seconds))
     return [
         Run(
             job=job,
             tenant_id=job.tenant_id,
             origin=origin,
             due_at=due,
-            available_at=due + jitter,
+            available_at=due + offset,
             state=Run.State.SCHEDULED,
             max_attempts=job.max_attempts,
             timeout_seconds=job.timeout_seconds,

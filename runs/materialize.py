@@ -70,7 +70,7 @@ from django.utils import timezone
 
 from calendars import blackouts
 from calendars.models import Window
-from jobs import cron, occurrences, permissions, quotas
+from jobs import jitter, occurrences, permissions, quotas
 from jobs.models import SHARDS, JobDefinition, QueuePause
 from runs import metrics, sql
 from runs import shards as shard_leases
@@ -197,8 +197,8 @@ def _hold(job, times, windows, cap):
     if not windows or not times:
         return blackouts.Held(free=list(times))
     walk = blackouts.Walk.of(job)
-    jitter = dt.timedelta(seconds=cron.stable_jitter(job.tenant.name, job.name, job.jitter_seconds))
-    return blackouts.hold(times, walk, windows, cap, jitter=jitter)
+    offset = dt.timedelta(seconds=jitter.stable_jitter(job.tenant.name, job.name, job.jitter_seconds))
+    return blackouts.hold(times, walk, windows, cap, jitter=offset)
 
 
 def _after(job, instant):

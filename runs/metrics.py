@@ -92,12 +92,6 @@ SHARDS_HELD = Gauge("duetime_scheduler_shards_held", "Shards this scheduler proc
 TICK_SECONDS = Histogram(
     "duetime_scheduler_tick_step_seconds", "Duration of each step of a scheduler pass.", ["step"], buckets=STEP_BUCKETS
 )
-HTTP_REQUESTS = Counter(
-    "duetime_http_requests", "HTTP requests served, by route pattern, method and status.", ["route", "method", "status"]
-)
-HTTP_SECONDS = Histogram(
-    "duetime_http_request_duration_seconds", "Time to answer an HTTP request, by route pattern.", ["route"]
-)
 
 _tenant_names = {}
 _tenant_lock = threading.Lock()
@@ -247,11 +241,6 @@ class StepTimer:
         now = time.perf_counter()
         TICK_SECONDS.labels(step).observe(now - self.last)
         self.last = now
-
-
-def request_served(route, method, status, seconds):
-    HTTP_REQUESTS.labels(route, method, str(status)).inc()
-    HTTP_SECONDS.labels(route).observe(seconds)
 
 
 # --- serving an engine process's metrics ---------------------------------------------

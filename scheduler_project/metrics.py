@@ -19,11 +19,17 @@ import time
 from django.conf import settings
 from django.http import Http404, HttpResponse
 from django.views.decorators.http import require_GET
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 
 from runs import metrics as engine_metrics
 
 METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+HTTP_REQUESTS = Counter(
+    "duetime_http_requests", "HTTP requests served, by route pattern, method and status.", ["route", "method", "status"]
+)
+HTTP_SECONDS = Histogram(
+    "duetime_http_request_duration_seconds", "Time to answer an HTTP request, by route pattern.", ["route"]
+)
 _registered = threading.Lock()
 _collector = None
 
@@ -65,5 +71,10 @@ class RequestMetrics:
         match = getattr(request, "resolver_match", None)
         route = match.route if match is not None and match.route else "unmatched"
         method = request.method if request.method in METHODS else "other"
-        engine_metrics.request_served(route, method, response.status_code, time.perf_counter() - started)
+        request_served(route, method, response.status_code, time.perf_counter() - started)
         return response
+
+
+def request_served(route, method, status, seconds):
+    HTTP_REQUESTS.labels(route, method, str(status)).inc()
+    HTTP_SECONDS.labels(route).observe(seconds)

@@ -1,4 +1,4 @@
-"""jobs.cron without DST: syntax, validation, zones, calendar rules, jitter, describe.
+"""jobs.cron without DST: syntax, validation, zones, calendar rules, describe.
 
 The DST tables per zone live in test_cron_dst.py. Run from the project root:
     .venv/bin/python -m pytest tests/jobs/test_cron*.py -q -p no:django
@@ -399,34 +399,6 @@ def test_it_knows_wildcard_jobs(expression, wildcard):
 def test_it_checks_the_expression_before_calling_it_wildcard():
     with pytest.raises(cron.CronError):
         cron.is_wildcard("* * *")
-
-
-# ------------------------------------------------------------------ jitter
-
-
-def test_it_keeps_each_jobs_jitter_forever():
-    """Pinned numbers: changing the hash would move every job's runs."""
-    assert cron.stable_jitter("alice", "billing.export-invoices", 300) == 292
-    assert cron.stable_jitter("bob", "billing.export-invoices", 300) == 260
-    assert cron.stable_jitter("alice", "reports.nightly", 3600) == 1701
-    assert cron.stable_jitter("charlie", "x", 60) == 26
-    assert cron.stable_hash("alice", "billing.export-invoices") == 10484164579382180992
-
-
-def test_it_has_no_jitter_when_none_is_asked_for():
-    assert cron.stable_jitter("alice", "billing.export-invoices", 0) == 0
-    assert cron.stable_jitter("alice", "billing.export-invoices", 1) == 0
-
-
-def test_it_keeps_jitter_in_range_and_spread():
-    offsets = [cron.stable_jitter("alice", f"job-{n}", 60) for n in range(3000)]
-    assert all(0 <= offset < 60 for offset in offsets)
-    assert len(set(offsets)) == 60  # every second of the window gets used
-
-
-def test_it_refuses_negative_jitter():
-    with pytest.raises(ValueError):
-        cron.stable_jitter("alice", "billing.export-invoices", -1)
 
 
 # ---------------------------------------------------------------- describe

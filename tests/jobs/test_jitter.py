@@ -8,7 +8,7 @@ import datetime as dt
 
 import pytest
 
-from jobs import cron, jitter
+from jobs import jitter
 from jobs.definitions import save_definition
 from jobs.models import JobDefinition
 from runs.enqueue import build_runs
@@ -112,7 +112,7 @@ def test_it_follows_the_settings(acme, clock, settings):
 
 def test_it_delays_each_run_by_the_jobs_fixed_offset_and_says_so(acme, clock):
     job, _ = save_definition(new_job(acme, cron_expr="*/5 * * * *"), "test", now=clock.now)
-    offset = cron.stable_jitter("acme", "billing.ping", 30)
+    offset = jitter.stable_jitter("acme", "billing.ping", 30)
     due = [clock.ahead(minutes=5), clock.ahead(minutes=10)]
 
     runs = build_runs(job, due)
@@ -123,3 +123,31 @@ def test_it_delays_each_run_by_the_jobs_fixed_offset_and_says_so(acme, clock):
         "30 s, chosen by Duetime (10 % of the schedule's shortest interval, at most 300 s); "
         f"this job's runs start {offset} s after their due time"
     )
+
+
+# ------------------------------------------------- the fixed offset of each job
+
+
+def test_it_keeps_each_jobs_jitter_forever():
+    """Pinned numbers: changing the hash would move every job's runs."""
+    assert jitter.stable_jitter("alice", "billing.export-invoices", 300) == 292
+    assert jitter.stable_jitter("bob", "billing.export-invoices", 300) == 260
+    assert jitter.stable_jitter("alice", "reports.nightly", 3600) == 1701
+    assert jitter.stable_jitter("charlie", "x", 60) == 26
+    assert jitter.stable_hash("alice", "billing.export-invoices") == 10484164579382180992
+
+
+def test_it_has_no_jitter_when_none_is_asked_for():
+    assert jitter.stable_jitter("alice", "billing.export-invoices", 0) == 0
+    assert jitter.stable_jitter("alice", "billing.export-invoices", 1) == 0
+
+
+def test_it_keeps_jitter_in_range_and_spread():
+    offsets = [jitter.stable_jitter("alice", f"job-{n}", 60) for n in range(3000)]
+    assert all(0 <= offset < 60 for offset in offsets)
+    assert len(set(offsets)) == 60  # every second of the window gets used
+
+
+def test_it_refuses_negative_jitter():
+    with pytest.raises(ValueError):
+        jitter.stable_jitter("alice", "billing.export-invoices", -1)

@@ -5,7 +5,7 @@ import datetime as dt
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from jobs import cron
+from jobs import cron, jitter
 from jobs.definitions import save_definition
 from jobs.models import JobDefinition, Tenant
 from runs import materialize, shards
@@ -61,7 +61,7 @@ def test_it_offsets_available_at_by_the_jobs_fixed_jitter(acme, make_job):
     save_definition(job, "test", now=T0 - minutes(1))
     materialize.materialize(T0, lookahead=0)
     run = Run.objects.get(job=job)
-    offset = cron.stable_jitter("acme", "herd", 600)
+    offset = jitter.stable_jitter("acme", "herd", 600)
     assert run.due_at == T0 and run.available_at == T0 + dt.timedelta(seconds=offset)
 
 
