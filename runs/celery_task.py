@@ -104,7 +104,9 @@ def execute(task, *, run_id, fencing_token, dispatched_by, target_ref, timeout_s
         fencing_token=fencing_token,
         payload=lease["payload"],
         due_at=dt.datetime.fromisoformat(lease["due_at"]),
-        tenant_id=lease.get("tenant_id"),  # its module prefixes are read at the call (runs.targets.check_allowed)
+        # Whose module prefixes the call is checked against (runs.targets.check_allowed, read at the call); a
+        # message published before messages carried it names only the run.
+        tenant_id=lease["tenant_id"] if "tenant_id" in lease else _tenant_of(run_id),
     )
     ctx._heartbeat = lambda: _extend(run_id, fencing_token)
     started = time.monotonic()
@@ -120,6 +122,12 @@ def execute(task, *, run_id, fencing_token, dispatched_by, target_ref, timeout_s
         return complete([completion]).get(run_id, "stale")
     _completions.put(completion)  # completed in a batch by this process's completion thread
     return outcome.outcome
+
+
+def _tenant_of(run_id):
+    from runs.models import Run
+
+    return Run.objects.filter(pk=run_id).values_list("tenant_id", flat=True).first()
 
 
 def complete(completions):

@@ -11,6 +11,7 @@ import json
 import pytest
 from celery import Celery
 
+from jobs.models import Tenant
 from runs import celery_task, consumers, transitions
 from runs.dispatcher import LINGER_SECONDS, TASK_NAME, Dispatcher, TickResult, broker_app, message, task_id
 from runs.loop import RETRY_SECONDS
@@ -162,6 +163,28 @@ def test_it_runs_the_handler_with_the_duetime_context_and_completes(broker, acme
     assert (seen["idempotency_key"], seen["fencing_token"]) == (run.idempotency_key, lease.fencing_token)
     attempt = Attempt.objects.get(run=run)
     assert celery_task.executor(attempt.worker_id)[1] == f"duetime-{run.pk}-{lease.fencing_token}"
+
+
+@pytest.mark.parametrize("carries_the_tenant", [True, False])  # False: a message published by an older dispatcher
+def test_it_fails_a_run_whose_module_prefix_the_tenant_lost_without_calling_it(
+    broker, acme, make_job, make_run, tmp_path, carries_the_tenant
+):
+    job = make_job(
+        acme, "billing.echo", target_kind="celery", target_ref="tests.handlers.echo", payload={"report": "x"}
+    )
+    report = tmp_path / "seen.json"
+    run = make_run(job, payload={"report": str(report)})
+    [lease] = transitions.lease_runs([run.pk], "d-1", 30)
+    Tenant.objects.filter(pk=acme.pk).update(task_module_prefixes="billing.tasks")  # a superuser's edit
+    kwargs = message(lease, "d-1")
+    if not carries_the_tenant:
+        del kwargs["tenant_id"]
+
+    assert broker.tasks[TASK_NAME].apply(kwargs=kwargs, task_id=task_id(lease)).get() == "dead"  # no retry
+
+    run.refresh_from_db()
+    assert run.state == "dead" and not report.exists()
+    assert run.last_error.startswith("permission revoked: its tenant may no longer run tasks from 'tests.handlers'")
 
 
 def test_it_drops_a_message_whose_lease_was_reaped(broker, export, make_run, clock):
