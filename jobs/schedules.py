@@ -28,6 +28,7 @@ TOML to paste into the set.
 import copy
 import dataclasses
 import datetime as dt
+import hashlib
 import json
 
 from django.core.exceptions import ValidationError
@@ -83,6 +84,36 @@ class SetInvalid(Exception):
     def __init__(self, errors):
         self.errors = errors
         super().__init__("; ".join(f"{name}{'.' + path if path else ''}: {message}" for name, path, message in errors))
+
+
+class SetChanged(Exception):
+    """The set is no longer the version the caller read (its `If-Match`): someone applied or edited it since."""
+
+    def __init__(self, source, current):
+        self.source, self.current = source, current
+        super().__init__(
+            f"Set {source} changed since you read it (it is at {current} now): plan again, then apply with that ETag."
+        )
+
+
+def set_tag(tenant, source):
+    """The entity tag of a tenant's set: a digest of each of its jobs' id, version and status.
+
+    It moves whenever an apply or a portal edit changes a job of the set, a
+    job joins or leaves it, or one is paused, resumed or deleted.
+    """
+    rows = JobDefinition.objects.filter(tenant=tenant, managed_by=source).order_by("name")
+    described = json.dumps(list(rows.values_list("name", "pk", "version", "status")))
+    return f'"set-{hashlib.sha256(described.encode()).hexdigest()[:20]}"'
+
+
+def check_tag(tenant, source, tags):
+    """Raise SetChanged unless the set's tag is one of `tags` (`*` matches any set), or no tags were given."""
+    if tags is None or "*" in tags:
+        return
+    current = set_tag(tenant, source)
+    if current not in tags:
+        raise SetChanged(source, current)
 
 
 @dataclasses.dataclass

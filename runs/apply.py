@@ -25,17 +25,20 @@ from runs import controls
 WRITES_DEFINITION = ("create", "change", "adopt")
 
 
-def apply_set(tenant, specs, *, source=schedules.DEFAULT_SOURCE, prune=False, actor, note="", now=None):
+def apply_set(tenant, specs, *, source=schedules.DEFAULT_SOURCE, prune=False, actor, note="", now=None, if_match=None):
     """Bring `tenant`'s jobs of the set `source` to `specs` ({name: spec}). Returns the plan applied.
 
-    Raises jobs.schedules.SetInvalid (every problem, nothing written) or
-    jobs.quotas.QuotaExceeded (more new jobs than the tenant may have).
+    Raises jobs.schedules.SetInvalid (every problem, nothing written),
+    jobs.quotas.QuotaExceeded (more new jobs than the tenant may have) or
+    jobs.schedules.SetChanged when `if_match` (entity tags) does not name the
+    set as it is, judged with the tenant's jobs locked.
     """
     now = now or timezone.now()
     note = note or f"applied from code (set {source})"
     with transaction.atomic():
         locked = JobDefinition.objects.select_for_update(of=("self",)).filter(tenant=tenant).order_by("pk")
         jobs = {job.name: job for job in locked.select_related("tenant")}
+        schedules.check_tag(tenant, source, if_match)
         plan = schedules.plan(tenant, specs, source=source, prune=prune, now=now, jobs=jobs)
         for change in plan.in_order():
             if change.action in WRITES_DEFINITION:

@@ -189,6 +189,27 @@ FLAGS = [
 ]
 
 
+SET_IF_MATCH = OpenApiParameter(
+    "If-Match",
+    str,
+    OpenApiParameter.HEADER,
+    description="The set's ETag from your last plan or apply: applied only if nobody changed the set since "
+    "(412 precondition-failed otherwise).",
+)
+
+
+def read_if_match(request):
+    """The `If-Match` entity tags, or None without the header; a garbled one is a 400 problem."""
+    raw = request.headers.get("If-Match")
+    if raw is None:
+        return None
+    tags = [tag.strip() for tag in raw.split(",") if tag.strip()]
+    if not tags or any(tag != "*" and not re.fullmatch(r'"[A-Za-z0-9-]{1,64}"', tag) for tag in tags):
+        detail = 'must be "*" or the set\'s ETag as a plan or an apply gave it, e.g. "set-3f9a..."'
+        raise invalid([{"field": "If-Match", "pointer": "#", "detail": detail}])
+    return tags
+
+
 class ScheduleSetView(TeamEndpoint):
     def role_needed(self, request):
         """Applying needs an owner; a dry run only plans, so a viewer's token may ask (a CI check of a change)."""
@@ -199,9 +220,9 @@ class ScheduleSetView(TeamEndpoint):
     @extend_schema(
         operation_id="schedules_put",
         summary="Apply the tenant's declared set of jobs (the whole set); answers the plan",
-        parameters=FLAGS,
+        parameters=[*FLAGS, SET_IF_MATCH],
         request=ScheduleSetSerializer,
-        responses={200: PlanSerializer, **problem_responses(400, 413, 415, 429)},
+        responses={200: PlanSerializer, **problem_responses(400, 412, 413, 415, 429)},
     )
     def put(self, request):
         dry_run, prune = flag(request, "dry_run"), flag(request, "prune")
@@ -211,16 +232,19 @@ class ScheduleSetView(TeamEndpoint):
         values = serializer.validated_data
         specs, source = declared_specs(values), values["source"]
         tenant = Tenant.objects.get(pk=request.auth.tenant_id)
+        if_match = read_if_match(request)
         for attempt in range(2):
             try:
                 if dry_run:
+                    schedules.check_tag(tenant, source, if_match)
                     plan = schedules.plan(tenant, specs, source=source, prune=prune)
                 else:
-                    plan = apply_set(tenant, specs, source=source, prune=prune, actor=self.actor)
+                    plan = apply_set(tenant, specs, source=source, prune=prune, actor=self.actor, if_match=if_match)
                 break
             except schedules.SetInvalid as exc:
                 raise refused(set_errors(exc)) from exc
             except IntegrityError:
                 if attempt:  # a concurrent apply created one of the jobs first; the second pass plans from it
                     raise
-        return Response(PlanSerializer({**plan.as_json(), "applied": not dry_run}).data)
+        headers = {"ETag": schedules.set_tag(tenant, source)}
+        return Response(PlanSerializer({**plan.as_json(), "applied": not dry_run}).data, headers=headers)

@@ -35,6 +35,7 @@ from jobs.idempotency import KeyInFlight, KeyReused
 from jobs.permissions import Revoked
 from jobs.quotas import QuotaExceeded
 from jobs.roles import InsufficientRole
+from jobs.schedules import SetChanged
 from jobs.tokens import QueueNotAllowed
 from runs.controls import ConcurrencyLimit
 from runs.transitions import StaleLease
@@ -121,6 +122,7 @@ DOMAIN_ERRORS = {
     Revoked: DomainError("permission-revoked"),
     StaleLease: DomainError("stale-lease", detail=lost_lease),
     ConcurrencyLimit: DomainError("concurrency-limit"),
+    SetChanged: DomainError("precondition-failed"),
 }
 
 

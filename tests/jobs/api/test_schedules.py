@@ -62,3 +62,21 @@ def test_it_prunes_only_with_prune_and_only_the_sets_own_jobs(api, acme_team, gl
     assert [c["action"] for c in pruned.json()["changes"]] == ["delete", "delete"]
     assert JobDefinition.objects.get(tenant__name="acme", name="billing.manual").status == "active"
     assert set(JobDefinition.objects.filter(tenant__name="globex").values_list("status", flat=True)) == {"active"}
+
+
+def test_an_apply_with_a_stale_if_match_is_refused_and_writes_nothing(api, acme_team):
+    planned = api.put("/v1/schedules?dry_run=1", token=acme_team, json=SET)
+    tag = planned.headers["ETag"]
+    first = api.put("/v1/schedules", token=acme_team, json=SET, headers={"If-Match": tag})
+    assert first.status_code == 200 and first.headers["ETag"] != tag, "an apply that changed the set moves its tag"
+
+    JobDefinition.objects.filter(name="billing.ping").update(status="paused")  # a portal pause meanwhile
+    changed = {**SET, "jobs": {**SET["jobs"], "billing.ping": {**ping(), "queue": "pings"}}}
+    stale = api.put("/v1/schedules", token=acme_team, json=changed, headers={"If-Match": first.headers["ETag"]})
+    garbled = api.put("/v1/schedules", token=acme_team, json=changed, headers={"If-Match": "set-1"})
+
+    assert_problem(stale, 412, "precondition-failed")
+    assert_problem(garbled, 400, "validation-error")
+    assert JobDefinition.objects.get(name="billing.ping").queue != "pings", "nothing was written"
+    fresh = api.put("/v1/schedules?dry_run=1", token=acme_team, json=changed).headers["ETag"]
+    assert api.put("/v1/schedules", token=acme_team, json=changed, headers={"If-Match": fresh}).status_code == 200

@@ -12,6 +12,7 @@ from jobs.models import JobDefinition, Tenant
 from jobs.permissions import Revoked
 from jobs.quotas import QuotaExceeded
 from jobs.roles import InsufficientRole
+from jobs.schedules import SetChanged
 from jobs.tokens import QueueNotAllowed
 from runs.controls import ConcurrencyLimit
 from runs.transitions import StaleLease
@@ -204,6 +205,7 @@ DOMAIN_ERRORS = [
     (KeyInFlight("invoice-42"), 409, "idempotency-key-in-use", "still being processed", "1"),
     (QueueNotAllowed(["reports"], ["payroll"]), 403, "forbidden", "queues ['reports'], not ['payroll']", None),
     (StaleLease("run 7: fencing token 41 is not the current lease"), 409, "stale-lease", "stop working on", None),
+    (SetChanged("billing", '"set-abc"'), 412, "precondition-failed", "Set billing changed since you read it", None),
     (
         ConcurrencyLimit(JobDefinition(name="billing.nightly", concurrency=2), 2),
         409,
