@@ -46,6 +46,10 @@ FIELDS = {
     "schedule_kind": "schedule.kind",
     "cron_expr": "schedule.cron",
     "run_at": "schedule.at",
+    "every_seconds": "schedule.every_seconds",
+    "start_at": "schedule.start_at",
+    "end_at": "schedule.end_at",
+    "remaining_runs": "schedule.remaining_runs",
     "time_zone": "schedule.time_zone",
     "jitter_seconds": "schedule.jitter_seconds",
     "missed_run_policy": "schedule.missed_run_policy",
@@ -73,6 +77,10 @@ FIELDS = {
 DEFINITION_FIELDS = [f for f in FIELDS if f != "status"]
 # Left out of a declaration when they hold these (every job but an http one does): the set's file stays short.
 DECLARED_ONLY_WHEN_SET = {"http_method": "POST", "http_headers": {}}
+INSTANTS = ("run_at", "start_at", "end_at")
+# A count the scheduler spends (runs.materialize): the plan and drift compare the declared number with the
+# one the set last applied, not with the live count, so applying the same file again leaves it alone.
+COUNTDOWN = "remaining_runs"
 # The order an apply writes in: definitions first, then pauses and resumes, deletes last.
 ACTIONS = ("create", "change", "adopt", "pause", "resume", "delete")
 SYMBOLS = {"create": "+", "change": "~", "adopt": "~", "pause": "=", "resume": ">", "delete": "-"}
@@ -259,13 +267,16 @@ def _plan_job(result, tenant, name, spec, job, now):
     for field in DEFINITION_FIELDS:
         if field != "jitter_seconds":
             setattr(definition, field, _loaded(field, spec[field]))
+    counting = _counting(job, result.source, spec)
+    if counting:
+        definition.remaining_runs = job.remaining_runs  # declared as last applied: the live count goes on
     jitter.state(definition, spec.get("jitter_seconds"))
     rescheduled = fresh or any(getattr(definition, f) != getattr(job, f) for f in SCHEDULE_FIELDS)
     jitter.settle(definition, rescheduled=rescheduled, now=now)
     if fresh:
         definition.status = wanted
     definition.full_clean(validate_unique=False, validate_constraints=False)  # as save_definition will
-    applied = {**spec_of(definition), "status": wanted}
+    applied = {**spec_of(definition), "status": wanted, COUNTDOWN: spec[COUNTDOWN]}
     result.applied[name] = applied
     before = spec_of(job) if job is not None and not revived else {}
     fields = [
@@ -276,7 +287,7 @@ def _plan_job(result, tenant, name, spec, job, now):
             _reverts(job, f, before),
         )
         for f in DEFINITION_FIELDS
-        if not before or before[f] != applied[f]
+        if (not before or before[f] != applied[f]) and not (counting and f == COUNTDOWN)
     ]
     moved = False
     if fresh:
@@ -306,6 +317,12 @@ def _plan_undeclared(result, job):
         result.changes.append(Change(job.name, "pause", reason, [FieldChange("paused", False, True)]))
 
 
+def _counting(job, source, spec):
+    """True when the set declares the remaining_runs it last applied to `job`: the count is the scheduler's now."""
+    applied = (job.applied_spec or {}) if job is not None and job.managed_by == source else {}
+    return COUNTDOWN in applied and applied[COUNTDOWN] == spec[COUNTDOWN] and job.status != Status.CANCELLED
+
+
 def _reverts(job, field, before):
     """True when the job's current value of `field` is not what the set last applied: a portal or API edit."""
     applied = (job.applied_spec or {}) if job is not None and job.managed_by else None
@@ -314,7 +331,7 @@ def _reverts(job, field, before):
 
 def _loaded(field, value):
     """A spec's JSON value as the model field takes it."""
-    if field == "run_at" and isinstance(value, str):
+    if field in INSTANTS and isinstance(value, str):
         return parse_datetime(value)
     return copy.deepcopy(value)
 
@@ -337,7 +354,7 @@ def drift(job):
     return [
         Drift(FIELDS[f], shown(f, job.applied_spec[f]), shown(f, now[f]))
         for f in FIELDS
-        if f in job.applied_spec and job.applied_spec[f] != now[f]
+        if f in job.applied_spec and job.applied_spec[f] != now[f] and f != COUNTDOWN  # it counts down by itself
     ]
 
 

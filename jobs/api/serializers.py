@@ -2,7 +2,8 @@
 
 The body groups the model's flat fields:
 
-    schedule.kind/cron/time_zone/at/jitter_seconds/missed_run_policy/starting_deadline_seconds
+    schedule.kind/cron/time_zone/at/every_seconds/start_at/end_at/remaining_runs/jitter_seconds/
+             missed_run_policy/starting_deadline_seconds (and the read-only ended, jitter, jitter_chosen_by)
     target.kind/ref/method/headers/bearer_secret (signing_secret: read only)
     retry.max_attempts/base_seconds/max_seconds
 
@@ -16,7 +17,7 @@ renamed to body paths by `body_errors`.
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from jobs import jitter, schedules
+from jobs import jitter, occurrences, schedules
 from jobs.models import JobDefinition, JobSigningSecret
 from scheduler_project.api.fields import AwareDateTimeField, Boolean, Integer, PayloadField, Text
 
@@ -25,6 +26,10 @@ BODY_PATHS = {
     "schedule_kind": "schedule.kind",
     "cron_expr": "schedule.cron",
     "run_at": "schedule.at",
+    "every_seconds": "schedule.every_seconds",
+    "start_at": "schedule.start_at",
+    "end_at": "schedule.end_at",
+    "remaining_runs": "schedule.remaining_runs",
     "time_zone": "schedule.time_zone",
     "jitter_seconds": "schedule.jitter_seconds",
     "missed_run_policy": "schedule.missed_run_policy",
@@ -70,6 +75,40 @@ class ScheduleSerializer(serializers.Serializer):
     )
     time_zone = Text(max_length=64, default="UTC", help_text="IANA zone, e.g. Europe/Berlin.")
     at = AwareDateTimeField(source="run_at", required=False, allow_null=True, default=None, help_text="Kind at only.")
+    every_seconds = Integer(
+        min_value=1,
+        max_value=occurrences.MAX_EVERY_SECONDS,
+        allow_null=True,
+        default=None,
+        help_text="Kind every only: the period in whole seconds (at least 1). Runs fall on start_at + k periods "
+        "(from 1970-01-01T00:00:00Z without a start_at), however late one ran; a DST change never alters the spacing.",
+    )
+    start_at = AwareDateTimeField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Any scheduled kind: no occurrence before this instant (inclusive); kind every counts from it.",
+    )
+    end_at = AwareDateTimeField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Any scheduled kind: no occurrence at or after this instant; after start_at.",
+    )
+    remaining_runs = Integer(
+        min_value=0,
+        max_value=2**31 - 1,
+        allow_null=True,
+        default=None,
+        help_text="Any scheduled kind: run this many more times, then stop. Counts down as runs are scheduled "
+        "(skipped occurrences, triggers and backfills do not count); a PUT sets it, so send the value you read. "
+        "null: no limit.",
+    )
+    ended = serializers.SerializerMethodField(
+        help_text="Why the job has no next occurrence: remaining_runs (it ran its count), at (its one run is "
+        "scheduled), end_at (its end passed), no_occurrence (its cron expression matches no later time); "
+        "null while it has one, and for a paused or on-demand job."
+    )
     jitter_seconds = Integer(
         min_value=0,
         max_value=3600,
@@ -91,6 +130,12 @@ class ScheduleSerializer(serializers.Serializer):
         data = super().to_representation(job)
         data["cron"] = job.cron_expr or None
         return data
+
+    @extend_schema_field(
+        {"type": "string", "nullable": True, "enum": ["remaining_runs", "at", "end_at", "no_occurrence", None]}
+    )
+    def get_ended(self, job):
+        return occurrences.ended(job)
 
     @extend_schema_field({"type": "string", "enum": ["duetime", "owner"]})
     def get_jitter_chosen_by(self, job):

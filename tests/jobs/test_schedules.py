@@ -3,6 +3,7 @@
 Acme's billing team declares its jobs; runs.apply writes the plans (tests/runs/test_apply.py). The clock is pinned.
 """
 
+import datetime as dt
 import tomllib
 
 import pytest
@@ -144,3 +145,70 @@ def test_it_says_a_payload_with_a_null_cannot_be_written_in_toml(acme, make_job)
     job = make_job(acme, "billing.null", payload={"since": None})
     with pytest.raises(ValueError, match="TOML has no null"):
         schedules.declaration(job)
+
+
+# --------------------------------------------------------------- every, bounds, remaining_runs
+
+PULSE_TOML = """
+[jobs."billing.pulse"]
+schedule = { kind = "every", every_seconds = 90, start_at = 2026-06-01T10:59:00+02:00, end_at = 2026-06-02T00:00:00Z, remaining_runs = 3, jitter_seconds = 0 }
+target = { kind = "external" }
+"""
+
+
+def pulse_set(text=PULSE_TOML):
+    serializer = ScheduleSetSerializer(data=jsonable(tomllib.loads(text)))
+    assert serializer.is_valid(), serializer.errors
+    return declared_specs(serializer.validated_data)
+
+
+def test_it_applies_an_every_job_with_bounds_and_a_count_from_toml(acme, clock):
+    apply_set(acme, pulse_set(), actor="test", now=clock.now)
+    job = JobDefinition.objects.get(name="billing.pulse")
+    assert (job.schedule_kind, job.every_seconds, job.remaining_runs) == ("every", 90, 3)
+    assert job.start_at.isoformat() == "2026-06-01T08:59:00+00:00"
+    assert job.next_due_at == job.start_at + dt.timedelta(seconds=90)  # the first period after the apply (09:00)
+    text = schedules.declaration(job)
+    assert "every_seconds = 90" in text and 'start_at = "2026-06-01T08:59:00+00:00"' in text
+    assert (
+        pulse_set(text.replace("[jobs.billing.pulse]", '[jobs."billing.pulse"]'))["billing.pulse"]
+        == pulse_set()["billing.pulse"]
+    )
+
+
+def test_reapplying_the_same_count_leaves_the_live_count_alone_and_is_no_drift(acme, clock):
+    from runs import materialize
+
+    declared = pulse_set()
+    apply_set(acme, declared, actor="test", now=clock.now)
+    materialize.materialize(clock.now, lookahead=150)  # two runs scheduled: one left
+    job = JobDefinition.objects.get(name="billing.pulse")
+    assert job.remaining_runs == 1
+    assert schedules.drift(job) == []  # the count goes down by itself: not an edit
+
+    plan = schedules.plan(acme, declared, now=clock.now)
+    assert plan.changes == [] and plan.unchanged == ["billing.pulse"]
+    apply_set(acme, declared, actor="test", now=clock.now)
+    job.refresh_from_db()
+    assert job.remaining_runs == 1
+
+
+def test_declaring_another_count_sets_the_live_count_to_it(acme, clock):
+    from runs import materialize
+
+    apply_set(acme, pulse_set(), actor="test", now=clock.now)
+    materialize.materialize(clock.now, lookahead=150)
+    more = pulse_set(PULSE_TOML.replace("remaining_runs = 3", "remaining_runs = 5"))
+
+    (change,) = schedules.plan(acme, more, now=clock.now).changes
+    assert [(f.field, f.before, f.after) for f in change.fields] == [("schedule.remaining_runs", 1, 5)]
+    apply_set(acme, more, actor="test", now=clock.now)
+    assert JobDefinition.objects.get(name="billing.pulse").remaining_runs == 5
+    assert schedules.plan(acme, more, now=clock.now).changes == []
+
+
+def test_a_set_with_an_end_before_its_start_writes_nothing_and_names_the_field(acme, clock):
+    bad = pulse_set(PULSE_TOML.replace("end_at = 2026-06-02T00:00:00Z", "end_at = 2026-05-01T00:00:00Z"))
+    with pytest.raises(schedules.SetInvalid) as refused:
+        schedules.plan(acme, bad, now=clock.now)
+    assert [(name, path) for name, path, _ in refused.value.errors] == [("billing.pulse", "schedule.end_at")]

@@ -3,6 +3,8 @@
 import datetime as dt
 import threading
 
+import pytest
+
 from jobs.models import AuditEntry, JobDefinition
 from runs.models import Run
 from tests.fixtures.api import assert_problem, nightly, on_demand
@@ -23,6 +25,11 @@ def test_it_creates_a_job_with_documented_defaults(api, acme_team):
         "cron": "0 2 * * *",
         "time_zone": "Europe/Berlin",
         "at": None,
+        "every_seconds": None,
+        "start_at": None,
+        "end_at": None,
+        "remaining_runs": None,
+        "ended": None,
         # Duetime's default jitter: 10 % of a day, capped at 300 s (docs/schedules-as-code.md).
         "jitter_seconds": 300,
         "jitter_chosen_by": "duetime",
@@ -336,3 +343,79 @@ def test_it_chooses_a_jitter_unless_opted_out_and_never_changes_it_when_omitted(
     assert created.json()["schedule"]["jitter_chosen_by"] == "owner"
     assert "jitter_seconds is 0" in created.json()["schedule"]["jitter"]
     assert rescheduled.json()["schedule"]["jitter_seconds"] == 0  # the owner's word outlives a schedule change
+
+
+# --------------------------------------------------------------- every, bounds, remaining_runs
+
+
+def every_body(**schedule):
+    body = {"schedule": {"kind": "every", "every_seconds": 90, "jitter_seconds": 0}, "target": {"kind": "external"}}
+    body["schedule"].update(schedule)
+    return body
+
+
+def test_it_creates_an_every_job_anchored_to_its_start_with_bounds_and_a_count(api, acme_team):
+    body = every_body(start_at="2030-01-01T09:00:00+01:00", end_at="2030-01-02T09:00:00+01:00", remaining_runs=10)
+    response = api.put("/v1/jobs/billing.pulse", token=acme_team, json=body)
+    assert response.status_code == 201, response.json()
+    schedule = response.json()["schedule"]
+    assert schedule["kind"] == "every" and schedule["every_seconds"] == 90
+    assert (schedule["start_at"], schedule["end_at"]) == ("2030-01-01T08:00:00Z", "2030-01-02T08:00:00Z")
+    assert (schedule["remaining_runs"], schedule["ended"]) == (10, None)
+    assert response.json()["next_due_at"] == "2030-01-01T08:00:00Z"
+
+
+def test_it_shows_a_job_whose_count_is_spent_as_ended_with_no_next_due(api, acme_team):
+    from runs import materialize
+
+    api.put(
+        "/v1/jobs/billing.pulse", token=acme_team, json=every_body(start_at="2030-01-01T09:00:00Z", remaining_runs=2)
+    )
+    materialize.materialize(dt.datetime(2030, 1, 1, 9, 0, tzinfo=dt.UTC), lookahead=3600)
+    job = api.get("/v1/jobs/billing.pulse", token=acme_team).json()
+    assert job["status"] == "active"
+    assert (job["schedule"]["remaining_runs"], job["schedule"]["ended"], job["next_due_at"]) == (
+        0,
+        "remaining_runs",
+        None,
+    )
+    assert Run.objects.filter(job__name="billing.pulse").count() == 2
+    # Setting a new count starts it again from its next occurrence.
+    again = api.put(
+        "/v1/jobs/billing.pulse", token=acme_team, json=every_body(start_at="2030-01-01T09:00:00Z", remaining_runs=1)
+    )
+    assert (again.json()["schedule"]["ended"], again.json()["schedule"]["remaining_runs"]) == (None, 1)
+
+
+def test_it_says_an_ended_at_schedule_and_a_passed_end(api, acme_team):
+    body = every_body(start_at="2020-01-01T00:00:00Z", end_at="2020-01-02T00:00:00Z")
+    job = api.put("/v1/jobs/billing.old", token=acme_team, json=body).json()
+    assert (job["next_due_at"], job["schedule"]["ended"]) == (None, "end_at")
+
+
+@pytest.mark.parametrize(
+    ("schedule", "field"),
+    [
+        ({"every_seconds": 0}, "schedule.every_seconds"),
+        ({"every_seconds": 0.5}, "schedule.every_seconds"),
+        ({"every_seconds": None}, "schedule.every_seconds"),
+        ({"start_at": "2030-01-02T00:00:00Z", "end_at": "2030-01-01T00:00:00Z"}, "schedule.end_at"),
+        ({"start_at": "2030-01-01T00:00:00Z", "end_at": "2030-01-01T00:00:00Z"}, "schedule.end_at"),
+        ({"start_at": "2030-01-01T00:00:00"}, "schedule.start_at"),  # no offset
+        ({"remaining_runs": -1}, "schedule.remaining_runs"),
+    ],
+)
+def test_it_answers_a_bad_period_or_bounds_with_a_400_problem_naming_the_field(api, acme_team, schedule, field):
+    response = api.put("/v1/jobs/billing.pulse", token=acme_team, json=every_body(**schedule))
+    body = assert_problem(response, 400, "invalid-schedule")
+    assert field in [e["field"] for e in body["errors"]], body
+    assert not JobDefinition.objects.filter(name="billing.pulse").exists()
+
+
+def test_it_refuses_a_period_on_a_cron_job_and_bounds_on_an_on_demand_job(api, acme_team):
+    cron = {"schedule": {"kind": "cron", "cron": "0 2 * * *", "every_seconds": 60}, "target": {"kind": "external"}}
+    body = assert_problem(api.put("/v1/jobs/billing.a", token=acme_team, json=cron), 400, "invalid-schedule")
+    assert [e["field"] for e in body["errors"]] == ["schedule.every_seconds"]
+    none = {"schedule": {"kind": "none", "remaining_runs": 3}, "target": {"kind": "external"}}
+    body = assert_problem(api.put("/v1/jobs/billing.b", token=acme_team, json=none), 400, "invalid-schedule")
+    assert [e["field"] for e in body["errors"]] == ["schedule.remaining_runs"]
