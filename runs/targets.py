@@ -46,6 +46,7 @@ from django.utils import timezone
 
 from jobs import addresses, http_secrets, registry, signing
 from jobs.models import JobDefinition, JobSigningSecret, Tenant
+from jobs.secrets import REDACTED
 from jobs.validation import has_nul
 from runs.models import Run
 
@@ -433,6 +434,7 @@ def post(url, ctx, timeout_seconds):
     except addresses.BadURL as exc:
         raise PermanentError(f"{url!r} is not an http(s) URL ({exc})") from exc
     method, body, headers = request_of(ctx.http or _http_call_now(ctx), ctx, int(time.time()))
+    bearer = headers.get("Authorization", "").removeprefix("Bearer ")
     allowance = ctx.allowance or _allowance_now(ctx.tenant_id)
     conn = connection(destination, allowance, min(timeout_seconds, 300), context=f"run {ctx.run_id}")
     try:
@@ -448,6 +450,8 @@ def post(url, ctx, timeout_seconds):
     status = response.status
     if 200 <= status < 300:
         return
+    if bearer:  # a receiver that echoes the request must not put the operator's secret into the run's error
+        text = text.replace(bearer, REDACTED)
     message = f"HTTP {status} from {url}: {text[:500]}"
     if status in HTTP_RETRYABLE or status >= 500:
         raise RuntimeError(message)

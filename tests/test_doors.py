@@ -20,8 +20,8 @@ from django.urls import reverse
 from calendars import edits
 from calendars.models import Calendar, Window
 from dlq.models import DeadLetter
-from jobs import members, tokens
-from jobs.models import ApiToken, JobDefinition, QueuePause
+from jobs import definitions, members, tokens
+from jobs.models import ApiToken, AuditEntry, JobDefinition, QueuePause
 from runs import backfill, controls
 from runs.models import Run
 from tests.fixtures.api import issue
@@ -269,6 +269,15 @@ CONTROLS = {
         },
         lambda w: not Window.objects.filter(pk=w["window"].pk).exists(),
     ),
+    "rotate a job's signing secret": (
+        definitions,
+        "rotate_signing_secret",
+        {
+            "api": lambda api, w: api_call(api, w, "POST", "/v1/jobs/billing.hook:rotate-signing-secret"),
+            "portal": lambda api, w: w["portal"].post(reverse("admin:portal_job_signing_secret", args=[w["hook"].pk])),
+        },
+        lambda w: AuditEntry.objects.filter(action="rotate_job_signing_secret", object_id=str(w["hook"].pk)).exists(),
+    ),
     "edit a calendar": (
         edits,
         "save_calendar",
@@ -283,6 +292,12 @@ CASES = [(control, door) for control, (_, _, doors, _) in CONTROLS.items() for d
 def _prepare(control, world):
     if control == "resume a job":
         controls.pause(world["job"], actor="test")
+    if control == "rotate a job's signing secret":
+        url = "https://public.example/hook"
+        world["hook"] = JobDefinition(
+            tenant=world["tenant"], name="billing.hook", schedule_kind="none", target_kind="http", target_ref=url
+        )
+        world["hook"].save()
 
 
 @pytest.mark.parametrize(("control", "door"), CASES, ids=[f"{c}-{d}" for c, d in CASES])

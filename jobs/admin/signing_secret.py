@@ -11,8 +11,8 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
+from jobs import definitions
 from jobs.audit import actor_for_user
-from jobs.definitions import rotate_signing_secret
 from jobs.models import JobDefinition, JobSigningSecret
 from jobs.roles import OWN
 from scheduler_project.admin import permissions, scoping
@@ -26,7 +26,7 @@ def job_signing_secret_page(request, job_id):
     secret = None
     if request.method == "POST":
         permissions.require(request, [job.tenant_id], OWN, "Rotating a job's signing secret")  # secrets: the owners'
-        secret = rotate_signing_secret(job, actor_for_user(request.user), now=timezone.now())
+        secret = definitions.rotate_signing_secret(job, actor_for_user(request.user), now=timezone.now())
         messages.success(request, f"The signing secret of {job.name} was rotated: the old one no longer signs.")
     return page(request, job, secret)
 

@@ -12,7 +12,7 @@ from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
-from jobs import jitter, roles
+from jobs import definitions, jitter, roles
 from jobs.api.serializers import (
     BackfillResultSerializer,
     BackfillSerializer,
@@ -22,7 +22,7 @@ from jobs.api.serializers import (
     body_errors,
     signing_secret_of,
 )
-from jobs.definitions import rotate_signing_secret, save_definition
+from jobs.definitions import save_definition
 from jobs.models import JobDefinition
 from jobs.validation import NAME_RE
 from runs import backfill, controls, enqueue
@@ -307,6 +307,6 @@ class JobRotateSigningSecretView(TeamEndpoint):
         job = live_job_or_409(request, name)
         if job.target_kind != JobDefinition.TargetKind.HTTP:
             raise Problem("invalid-state", f"Job {name} is not an http job: only http calls are signed.")
-        secret = rotate_signing_secret(job, self.actor)
+        secret = definitions.rotate_signing_secret(job, self.actor)
         job = JobDefinition.objects.select_related("signing_secret").get(pk=job.pk)
         return Response({**signing_secret_of(job), "secret": secret})

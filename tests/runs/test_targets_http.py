@@ -286,3 +286,31 @@ def test_a_hand_built_attempt_of_a_known_run_reads_its_jobs_call(receiver, acme,
     assert (request["method"], request["headers"]["Authorization"]) == ("PUT", "Bearer tok-one")
     recipe = Recipe()
     assert recipe.verify(secret, request, now=stamp(request))
+
+
+class Echo(http.server.BaseHTTPRequestHandler):
+    """Refuses every request, echoing its headers back: a receiver's error page that shows the request."""
+
+    def do_POST(self):
+        self.send_response(400)
+        self.end_headers()
+        self.wfile.write(str(self.headers).encode())
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_receiver_echoing_the_request_does_not_put_the_bearer_value_into_the_runs_error(settings):
+    settings.DUETIME_HTTP_ALLOW_PRIVATE = True
+    settings.DUETIME_HTTP_SECRETS = {"acme": {"billing-api": "short-tok"}}  # too short for the Bearer pattern
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        http_call = targets.HttpCall(tenant_name="acme", bearer_secret="billing-api", signing_secret=SECRET)
+        outcome = targets.execute("http", f"http://127.0.0.1:{server.server_port}/", context(http=http_call), 10)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (outcome.outcome, outcome.retryable) == ("failed", False)
+    assert "HTTP 400" in outcome.error and "Authorization: Bearer [REDACTED]" in outcome.error
+    assert "short-tok" not in outcome.error

@@ -1,6 +1,7 @@
 """The worker step, in-process (threads, the real database): claim, execute, heartbeat, complete, drain."""
 
 import datetime as dt
+import http.server
 import queue
 import threading
 
@@ -265,3 +266,39 @@ def test_a_pool_thread_outlives_whatever_its_task_raises_and_the_pool_keeps_its_
     finally:
         pool.shutdown()
         pool.join(5)
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_it_calls_an_http_job_as_defined_and_signed_in_both_pools(acme, pool, settings):
+    """The worker reads the batch's calls with the attempts (a child process gets them with its attempt):
+    the method, the job's headers, the bearer secret's value and the signature a receiver verifies."""
+    from jobs.definitions import save_definition
+    from tests.runs.test_targets_http import Receiver as Signed
+    from tests.runs.test_targets_http import Recipe, stamp
+
+    settings.DUETIME_HTTP_SECRETS = {"acme": {"billing-api": "tok-acme"}}
+    acme.private_networks = "127.0.0.1/32"
+    acme.save()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Signed)
+    Signed.seen = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    fields = dict(http_method="PUT", http_headers={"X-Team": "billing"}, http_bearer_secret="billing-api")
+    url = f"http://127.0.0.1:{server.server_port}/hooks/export"
+    job = JobDefinition(
+        tenant=acme, name="push", schedule_kind="none", target_kind="http", target_ref=url, payload={"a": 1}, **fields
+    )
+    job, _ = save_definition(job, "test")
+    run, _ = enqueue.enqueue(job)
+    worker = Worker(["default"], concurrency=1, heartbeat_seconds=1, pool=pool)
+    try:
+        drive(worker, lambda: Run.objects.get(pk=run.pk).state == "succeeded")
+    finally:
+        worker.drain(5)
+        server.shutdown()
+        server.server_close()
+    (request,) = Signed.seen
+    headers = request["headers"]
+    assert (request["method"], request["body"]) == ("PUT", b'{"a": 1}')
+    assert (headers["X-Team"], headers["Authorization"]) == ("billing", "Bearer tok-acme")
+    assert headers["X-Duetime-Run-Id"] == str(run.pk) and headers["Idempotency-Key"] == run.idempotency_key
+    assert Recipe().verify(job.issued_signing_secret, request, now=stamp(request))
