@@ -121,14 +121,11 @@ def run(options):
 
 def hold_retention():
     """Take the retention lease for the bench (15 minutes), so no scheduler drops a day on its own meanwhile."""
-    from runs import shards
-    from runs.models import ShardLease
+    from runs import leases, shards
 
     retention.take_lease(OWNER, _now())  # creates the row if need be
     (epoch,) = shards.next_fencing_tokens(1)
-    ShardLease.objects.filter(name=retention.LEASE_NAME).update(
-        owner=OWNER, epoch=epoch, expires_at=_now() + retention.LEASE
-    )
+    leases.seize(retention.LEASE_NAME, OWNER, until=_now() + retention.LEASE, epoch=epoch)
 
 
 @contextlib.contextmanager

@@ -27,7 +27,8 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 
 from jobs.models import SHARDS, SYSTEM_TENANT, JobDefinition, Tenant
-from runs.models import Run, ShardLease
+from runs import leases
+from runs.models import Run
 
 CANARY_PREFIX = "canary.shard-"
 CANARY_TASK = "runs.canary.ping"
@@ -102,8 +103,7 @@ def is_system_tenant(name):
 
 def beat(owner, now):
     """Stamp the dead-man's switch: `owner` finished a pass that materialised its shards at `now`."""
-    if not ShardLease.objects.filter(name=LAST_PASS).update(owner=owner, expires_at=now):
-        ShardLease.objects.update_or_create(name=LAST_PASS, defaults={"owner": owner, "epoch": 0, "expires_at": now})
+    leases.stamp(LAST_PASS, owner, until=now)
 
 
 @dataclasses.dataclass
@@ -153,8 +153,8 @@ def _ranges(numbers):
 def status(now=None):
     """The dead-man's switch and the canaries at `now`: three indexed queries (node rows, last pass, canaries)."""
     now = now or timezone.now()
-    nodes = ShardLease.objects.filter(name__startswith="node:", expires_at__gt=now).count()
-    last = ShardLease.objects.filter(name=LAST_PASS).values_list("expires_at", flat=True).first()
+    nodes = leases.alive("node:", clock=now)
+    last = leases.stamped_at(LAST_PASS)
     since = None if last is None else max(0.0, (now - last).total_seconds())
     return Status(nodes, last, since, missed_canaries(now))
 

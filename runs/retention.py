@@ -32,12 +32,11 @@ import socket
 
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.db.models import Q
 
 from dlq.models import DeadLetter
 from jobs.models import AuditEntry
-from runs import partitions, shards
-from runs.models import Attempt, Run, ShardLease
+from runs import leases, partitions, shards
+from runs.models import Attempt, Run
 
 log = logging.getLogger("duetime.retention")
 
@@ -76,17 +75,11 @@ def take_lease(owner, now):
     pass is due once expires_at is within LEASE - EVERY of now; another node
     takes the lease, with a new epoch, only once it expired.
     """
-    ShardLease.objects.bulk_create(
-        [ShardLease(name=LEASE_NAME, owner="", epoch=0, expires_at=shards.EPOCH_START)], ignore_conflicts=True
-    )
-    due = now + LEASE - EVERY
-    if ShardLease.objects.filter(name=LEASE_NAME, owner=owner, expires_at__lte=due).update(expires_at=now + LEASE):
+    leases.ensure([LEASE_NAME])
+    if leases.renew([LEASE_NAME], owner, until=now + LEASE, due=now + LEASE - EVERY):
         return True
     (epoch,) = shards.next_fencing_tokens(1)
-    taken = ShardLease.objects.filter(Q(expires_at__lte=now) | Q(owner=""), name=LEASE_NAME).update(
-        owner=owner, epoch=epoch, expires_at=now + LEASE
-    )
-    return bool(taken)
+    return leases.take(LEASE_NAME, owner, clock=now, until=now + LEASE, epoch=epoch)
 
 
 def drop_expired(today):

@@ -23,15 +23,14 @@ import math
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q, Value
+from django.db.models import Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from jobs.models import SHARDS
-from runs import sql
-from runs.models import ShardLease
+from runs import leases, sql
 
-EPOCH_START = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+EPOCH_START = leases.EPOCH_START
 # run_scheduler sleeps at most this long between idle passes, and every pass renews the leases.
 RENEW_EVERY_SECONDS = 1.0
 
@@ -72,10 +71,7 @@ def shard_name(shard):
 
 
 def ensure_rows():
-    ShardLease.objects.bulk_create(
-        [ShardLease(name=shard_name(n), owner="", epoch=0, expires_at=EPOCH_START) for n in range(SHARDS)],
-        ignore_conflicts=True,
-    )
+    leases.ensure(shard_name(n) for n in range(SHARDS))
 
 
 def node_name(owner):
@@ -85,12 +81,8 @@ def node_name(owner):
 def live_nodes(owner, now=None):
     """Renew this node's membership row; returns how many nodes are alive (itself included)."""
     clock, until = _clock(now), _clock(now) + lease_ttl()
-    if not ShardLease.objects.filter(name=node_name(owner)).update(owner=owner, expires_at=until):
-        (epoch,) = next_fencing_tokens(1)
-        ShardLease.objects.get_or_create(
-            name=node_name(owner), defaults={"owner": owner, "epoch": epoch, "expires_at": until}
-        )
-    return ShardLease.objects.filter(name__startswith="node:", expires_at__gt=clock).count()
+    leases.stamp(node_name(owner), owner, until=until, epoch=lambda: next_fencing_tokens(1)[0])
+    return leases.alive("node:", clock=clock)
 
 
 def own_shards(owner, now=None):
@@ -102,30 +94,16 @@ def own_shards(owner, now=None):
     share = math.ceil(SHARDS / max(1, live_nodes(owner, now)))
     clock, until = _clock(now), _clock(now) + lease_ttl()
     with transaction.atomic():
-        mine = list(
-            ShardLease.objects.filter(owner=owner, expires_at__gt=clock, name__startswith="shard-")
-            .order_by("name")
-            .values_list("name", "epoch")
-        )
+        mine = leases.held(owner, "shard-", clock=clock)
         keep, extra = dict(mine[:share]), [name for name, _ in mine[share:]]
-        ShardLease.objects.filter(name__in=keep, owner=owner).update(expires_at=until)
+        leases.renew(keep, owner, until=until)
         if extra:  # another node joined: hand these back
-            ShardLease.objects.filter(name__in=extra, owner=owner).update(expires_at=clock)
-        for name in _free(clock, share - len(keep)):
+            leases.give_back(extra, owner, at=clock)
+        for name in leases.free("shard-", clock=clock, limit=share - len(keep)):
             (epoch,) = next_fencing_tokens(1)
-            taken = ShardLease.objects.filter(Q(expires_at__lte=clock) | Q(owner=""), name=name).update(
-                owner=owner, epoch=epoch, expires_at=until
-            )
-            if taken:
+            if leases.take(name, owner, clock=clock, until=until, epoch=epoch):
                 keep[name] = epoch
     return {int(name.split("-")[1]): epoch for name, epoch in keep.items()}
-
-
-def _free(clock, wanted):
-    if wanted <= 0:
-        return []
-    free = ShardLease.objects.filter(Q(expires_at__lte=clock) | Q(owner=""), name__startswith="shard-")
-    return list(free.order_by("name").values_list("name", flat=True)[:wanted])
 
 
 def holds(owner, shard, epoch):
@@ -138,11 +116,10 @@ def holds(owner, shard, epoch):
     turns (immediate transactions), which does the same. An expired lease that
     nobody took yet still holds: nobody else writes for the shard before taking it.
     """
-    lease = ShardLease.objects.select_for_update(no_key=True).filter(name=shard_name(shard), owner=owner, epoch=epoch)
-    return bool(list(lease.values_list("epoch", flat=True)))
+    return leases.holds(shard_name(shard), owner, epoch)
 
 
 def release(owner):
     """Give every shard back at once (graceful shutdown), so another node takes over without waiting."""
-    ShardLease.objects.filter(owner=owner, name__startswith="shard-").update(expires_at=EPOCH_START)
-    ShardLease.objects.filter(name=node_name(owner)).delete()
+    leases.give_back_all(owner, "shard-")
+    leases.forget(node_name(owner))

@@ -234,3 +234,16 @@ def test_the_named_rightward_edges_still_exist():
     graph = import_graph()
     stale = {(name, target) for name, target in RIGHTWARD_EDGES if target not in graph.get(name, ())}
     assert not stale, stale
+
+
+def test_only_runs_leases_writes_lease_rows():
+    """Shard, node, retention and last-pass leases are all ShardLease rows: one module writes them."""
+    import re
+
+    write = re.compile(r"ShardLease(\(|\.objects\.[\w().=\",\s]*?\.(update|create|bulk_create|get_or_create|delete)\()")
+    offenders = [
+        name
+        for name, path in project_modules().items()
+        if name not in ("runs.leases", "runs.models") and write.search(path.read_text())
+    ]
+    assert not offenders, offenders
