@@ -94,6 +94,7 @@ class LeaseRequestSerializer(serializers.Serializer):
         min_value=0, max_value=MAX_WAIT_SECONDS, default=0, help_text="Long-poll: wait up to this long for a due run."
     )
     worker_id = Text(
+        max_length=identifiers.MAX_LENGTH,
         required=False,
         allow_blank=True,
         default="",
