@@ -137,7 +137,8 @@ def insert_fresh_run(row):
         raise ValueError(f"insert_fresh_run inserts a scheduled run, not a {row.state!r} one")
     created_at = timezone.now()
     params = {name: value for name, value in _as_json(row).items() if name not in ("finished_at", "covers_until")}
-    params.update(payload=json.dumps(row.payload), created_at=created_at)
+    args = None if row.args is None else json.dumps(row.args)  # SQL NULL, not JSON null, for "no positional ones"
+    params.update(payload=json.dumps(row.payload), args=args, created_at=created_at)
     returned = sql.execute("insert_fresh_run", params)
     if not returned:
         raise IntegrityError(f"a run of key {row.idempotency_key!r} exists already")

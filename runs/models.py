@@ -100,6 +100,12 @@ class Run(models.Model):
     priority = models.SmallIntegerField(choices=JobDefinition.Priority.choices, default=JobDefinition.Priority.DEFAULT)
     shard = models.SmallIntegerField(default=0)
     payload = models.JSONField(default=dict, blank=True)
+    args = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="A Django task's positional arguments, passed before the payload's keyword arguments "
+        "(tasks_backend); empty for every other run.",
+    )
     started_at = models.DateTimeField(null=True, blank=True, help_text="Start of the current or last attempt.")
     finished_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)

@@ -3,7 +3,8 @@
 A `python` target is a registered Django task (jobs.registry, docs/tasks.md),
 inside a module prefix its tenant is allowed as the attempt starts (a prefix
 a superuser took away fails the attempt for good, naming the module):
-the payload is passed as keyword arguments, and a task declared with
+the payload is passed as keyword arguments (after the run's positional
+`args`, which only a Django task's enqueue sets), and a task declared with
 `takes_context=True` first receives a `Context`. A task returns normally to
 succeed (what it returns is stored on the attempt: JSON of at most
 DUETIME_MAX_PAYLOAD_BYTES; anything else fails the attempt for good, as
@@ -93,6 +94,7 @@ class Attempt:
     fencing_token: int
     payload: object
     due_at: dt.datetime
+    args: list | None = None  # a Django task's positional arguments (Run.args), passed before the payload's
     tenant_id: int | None = None  # whose allowance an http target's call is checked against
     # For an http target: the tenant's jobs.addresses.Allowance as the worker read it when the attempt
     # started (a child process then needs no database); None: read from the database at the call.
@@ -191,8 +193,9 @@ def _stored(returned):
 
 
 def call_task(ref, run):
-    """Call the registered task `ref` with the payload as keyword arguments (and a Context first if it takes one).
+    """Call the registered task `ref` as `task.func(*args, **payload)` (a Context first if it takes one).
 
+    `run.args` are a Django task's positional arguments as enqueued (tasks_backend); other runs have none.
     Asked again first, as the call is made: whether the tenant may still run it (a superuser may have
     taken the prefix away), and whether the operator still lists the module.
     """
@@ -203,7 +206,7 @@ def call_task(ref, run):
         raise PermanentError(
             f"the payload of a python task must be a JSON object (its keyword arguments), not {kwargs!r:.100}"
         )
-    args = [_context(task, run)] if task.takes_context else []
+    args = ([_context(task, run)] if task.takes_context else []) + list(run.args or [])
     try:
         _signature(task.func).bind(*args, **kwargs)
     except TypeError as exc:  # the payload does not fit the task: retrying cannot help
@@ -280,7 +283,7 @@ def _context(task, run):
         started_at=now,
         finished_at=None,
         last_attempted_at=now,
-        args=[],
+        args=list(run.args or []),
         kwargs=run.payload or {},
         backend=task.backend,
         errors=[],

@@ -184,13 +184,15 @@ class Lease:
     started_at: dt.datetime
     lease_expires_at: dt.datetime
     timeout_seconds: int
+    args: list | None = None  # a Django task's positional arguments (Run.args)
 
     @classmethod
     def from_row(cls, row):
-        """A Lease from a lease_runs row (SQLite returns times as text and the payload as JSON)."""
+        """A Lease from a lease_runs row (SQLite returns times as text and the payload and args as JSON)."""
         values = list(row)
-        if isinstance(values[11], str):
-            values[11] = json.loads(values[11])
+        for i in (11, 17):  # payload, args
+            if i < len(values) and isinstance(values[i], str):
+                values[i] = json.loads(values[i])
         for i in (12, 13, 14, 15):  # due_at, available_at, started_at, lease_expires_at
             values[i] = sql.aware(values[i])
         return cls(*values)

@@ -303,6 +303,7 @@ class Worker:
             idempotency_key=lease.idempotency_key,
             fencing_token=lease.fencing_token,
             payload=lease.payload,
+            args=lease.args,
             due_at=lease.due_at,
             tenant_id=lease.tenant_id,
             allowance=allowance,

@@ -23,7 +23,8 @@ What maps onto what:
   0 default, -100..-1 bulk. Order is kept between the three, not inside one
   (within a priority, runs go oldest first and tenants take turns).
 - `queue_name` -> the run's queue (Duetime's rule: 1-64 of a-z 0-9 . _ -).
-- arguments -> the payload, all by name (tasks_backend.payloads).
+- arguments -> the run's `args` (positional) and payload (keyword), apart and
+  exactly as given (tasks_backend.payloads); `get_result` gives both back.
 """
 
 import re
@@ -75,12 +76,13 @@ class DuetimeBackend(BaseTaskBackend):
     def enqueue(self, task, args, kwargs):
         """Create a run of `task` with these arguments; returns its TaskResult (status READY)."""
         self.validate_task(task)
-        payload = payloads.payload_for(task, args, kwargs)
+        args, kwargs = payloads.arguments_for(task, args, kwargs)
         job = task_jobs.job_for(self.tenant, task, alias=self.alias, fields=self.job_fields)
         now = timezone.now()
         due = max(task.run_after, now) if task.run_after is not None else now
-        [run] = build_runs(job, [due], origin=Run.Origin.API, payload=payload, key=f"{job.name}@{uuid.uuid4().hex}")
+        [run] = build_runs(job, [due], origin=Run.Origin.API, payload=kwargs, key=f"{job.name}@{uuid.uuid4().hex}")
         run.queue, run.priority = task.queue_name, duetime_priority(task.priority)
+        run.args = args or None  # NULL for none: what every run that is not a Django task's has
         insert_fresh_run(run)  # a fresh key: no run can hold it
         result = TaskResult(
             task=task,

@@ -77,7 +77,7 @@ def task_result(task, run, attempts, *, backend):
         started_at=started,
         finished_at=run.finished_at if run.is_terminal else None,
         last_attempted_at=run.started_at,
-        args=[],
+        args=list(run.args or []),
         kwargs=run.payload if isinstance(run.payload, dict) else {},
         backend=backend,
         errors=errors(run, attempts),

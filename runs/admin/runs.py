@@ -150,6 +150,7 @@ class RunAdmin(TenantScopedAdmin):
         "priority",
         "timeout_seconds",
         "payload",
+        "args",
         "started_at",
         "finished_at",
         "last_error",

@@ -44,14 +44,21 @@ class RunSerializer(serializers.ModelSerializer):
     def get_priority(self, run) -> str:
         return run.get_priority_display()
 
+    def get_args(self, run) -> list:
+        return list(run.args or [])
+
 
 class RunDetailSerializer(RunSerializer):
-    """A run with its payload and every attempt, oldest first."""
+    """A run with its payload, its positional args (a Django task's) and every attempt, oldest first."""
 
     attempts = AttemptSerializer(many=True, read_only=True)
+    args = serializers.SerializerMethodField(
+        help_text="A Django task's positional arguments, as enqueued ([] for every other run); "
+        "`payload` holds its keyword arguments."
+    )
 
     class Meta(RunSerializer.Meta):
-        fields = RunSerializer.Meta.fields + ["payload", "attempts"]
+        fields = RunSerializer.Meta.fields + ["payload", "args", "attempts"]
         read_only_fields = fields
 
 

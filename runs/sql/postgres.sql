@@ -185,7 +185,7 @@ FROM unnest(%(ids)s::bigint[]) AS chosen(id), jobs_jobdefinition j
 WHERE r.id = chosen.id AND r.history_day = '9999-12-31' AND j.id = r.job_id
 RETURNING r.id, r.tenant_id, r.job_id, j.name, j.target_kind, j.target_ref, r.queue, r.attempt,
           r.max_attempts, r.idempotency_key, r.fencing_token, r.payload, r.due_at, r.available_at,
-          r.started_at, r.lease_expires_at, r.timeout_seconds;
+          r.started_at, r.lease_expires_at, r.timeout_seconds, r.args;
 
 -- name: heartbeat
 -- transitions.heartbeat: extend the lease only while the caller's fencing
@@ -375,14 +375,15 @@ SELECT nextval('runs_fencing_token_seq') FROM generate_series(1, %(n)s);
 -- enqueue.insert_fresh_run: one scheduled run whose key no run holds (a fresh
 -- uuid): a single-row VALUES insert into the open partition's table, without
 -- insert_runs' probes of history for an earlier run of that key. With its ready mark (runs.models.ReadyMark).
+-- The only insert that sets `args` (a Django task's positional arguments).
 WITH inserted AS (
 INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
-                      idempotency_key, worker_id, queue, priority, shard, payload, last_error, reason, created_at,
-                      history_day)
+                      idempotency_key, worker_id, queue, priority, shard, payload, args, last_error, reason,
+                      created_at, history_day)
 VALUES (%(job_id)s, %(tenant_id)s, %(origin)s, %(due_at)s::timestamp AT TIME ZONE 'UTC',
         %(available_at)s::timestamp AT TIME ZONE 'UTC', %(state)s, 0, %(max_attempts)s, %(timeout_seconds)s,
-        %(idempotency_key)s, '', %(queue)s, %(priority)s, %(shard)s, %(payload)s::jsonb, '', %(reason)s,
-        %(created_at)s, DATE '9999-12-31')
+        %(idempotency_key)s, '', %(queue)s, %(priority)s, %(shard)s, %(payload)s::jsonb, %(args)s::jsonb, '',
+        %(reason)s, %(created_at)s, DATE '9999-12-31')
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, idempotency_key, tenant_id, queue, available_at, state
 ),

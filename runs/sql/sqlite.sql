@@ -111,7 +111,7 @@ RETURNING id, tenant_id, job_id,
           (SELECT target_kind FROM jobs_jobdefinition WHERE id = job_id),
           (SELECT target_ref FROM jobs_jobdefinition WHERE id = job_id),
           queue, attempt, max_attempts, idempotency_key, fencing_token, payload, due_at, available_at,
-          started_at, lease_expires_at, timeout_seconds;
+          started_at, lease_expires_at, timeout_seconds, args;
 
 -- name: heartbeat
 -- transitions.heartbeat: extend the lease while the token is current and the
@@ -332,14 +332,15 @@ RETURNING id, job_id, idempotency_key;
 
 -- name: insert_fresh_run
 -- enqueue.insert_fresh_run: one scheduled run whose key no run holds (a fresh
--- uuid), as one VALUES row, after its ready mark (runs.models.ReadyMark).
+-- uuid), as one VALUES row, after its ready mark (runs.models.ReadyMark). The only insert
+-- that sets `args` (a Django task's positional arguments).
 INSERT INTO runs_readymark (tenant_id, queue, due_at)
 SELECT %(tenant_id)s, %(queue)s, %(available_at)s WHERE %(state)s IN ('scheduled', 'retry_wait');
 INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
-                      idempotency_key, worker_id, queue, priority, shard, payload, last_error, reason, created_at,
-                      history_day)
+                      idempotency_key, worker_id, queue, priority, shard, payload, args, last_error, reason,
+                      created_at, history_day)
 VALUES (%(job_id)s, %(tenant_id)s, %(origin)s, %(due_at)s, %(available_at)s, %(state)s, 0, %(max_attempts)s,
-        %(timeout_seconds)s, %(idempotency_key)s, '', %(queue)s, %(priority)s, %(shard)s, %(payload)s, '',
+        %(timeout_seconds)s, %(idempotency_key)s, '', %(queue)s, %(priority)s, %(shard)s, %(payload)s, %(args)s, '',
         %(reason)s, %(created_at)s, '9999-12-31')
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, idempotency_key;

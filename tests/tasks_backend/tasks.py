@@ -25,6 +25,18 @@ async def noop_task_async(*args, **kwargs):
 
 
 @task(backend="duetime")
+def echo(*args, **kwargs):
+    """What it was called with, as the worker called it: `task.func(*args, **kwargs)`."""
+    return {"args": list(args), "kwargs": kwargs}
+
+
+@task(backend="duetime")
+def divide(numerator, denominator, /, *, places=2):
+    """Positional-only and keyword-only parameters."""
+    return round(numerator / denominator, places)
+
+
+@task(backend="duetime")
 def calculate_meaning_of_life():
     return 42
 

@@ -96,12 +96,26 @@ def test_it_runs_an_enqueued_task_and_keeps_its_return_value(worker):
     assert result.last_attempted_at == result.started_at
 
 
-def test_it_passes_positional_and_keyword_arguments_by_name(worker):
+def test_it_passes_positional_and_keyword_arguments_exactly_as_given(worker):
     result = tasks.add.enqueue(40, b=2)
 
     assert result.args == [40] and result.kwargs == {"b": 2}
     assert finished(result).return_value == 42
-    assert tasks.add.get_result(result.id).kwargs == {"a": 40, "b": 2}  # as stored: all by name
+    fetched = tasks.add.get_result(result.id)
+    assert (fetched.args, fetched.kwargs) == ([40], {"b": 2})  # what enqueue returned
+
+
+def test_it_calls_variadic_and_positional_only_tasks_as_func_args_kwargs(worker):
+    # Django's noop_task(*args, **kwargs) enqueued as test_immediate_backend's test_enqueue_task does.
+    noop = tasks.noop_task.enqueue(1, two=3)
+    echo = tasks.echo.enqueue(1, [2, 3], {"four": 4}, five=5)
+    divide = tasks.divide.enqueue(1, 3, places=3)
+
+    assert (noop.args, noop.kwargs) == ([1], {"two": 3})
+    assert finished(noop).status == TaskResultStatus.SUCCESSFUL and noop.return_value is None
+    assert (noop.args, noop.kwargs) == ([1], {"two": 3}), "refresh keeps them"
+    assert finished(echo).return_value == {"args": [1, [2, 3], {"four": 4}], "kwargs": {"five": 5}}
+    assert finished(divide).return_value == 0.333
 
 
 def test_it_returns_complex_json_values(worker):

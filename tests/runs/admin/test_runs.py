@@ -33,6 +33,13 @@ def test_it_shows_attempts_inline_with_worker_token_timings_and_error(
         assert text in page
 
 
+def test_it_shows_a_django_tasks_positional_and_keyword_arguments_apart(as_alice, acme, make_job, make_run):
+    run = make_run(make_job(acme, "shop.total"), payload={"vat": 0.2}, args=[[10, 5.5], "EUR"])
+    page = as_alice.get(reverse("admin:runs_run_change", args=[run.pk])).content.decode()
+    assert "Args:" in page and "[[10, 5.5], &quot;EUR&quot;]" in page
+    assert "{&quot;vat&quot;: 0.2}" in page
+
+
 def test_it_cancels_waiting_and_leased_runs_and_leaves_finished_ones(as_alice, acme, make_job, make_run, wall_clock):
     job = make_job(acme, "cleanup")
     # The real clock: the cancel action reads it; the lease stays live however slow the machine.

@@ -51,6 +51,15 @@ def test_it_enqueues_a_delayed_run_and_one_at_a_time(api, acme_team, report_job,
     assert parse_datetime(at["due_at"]) == dt.datetime(2030, 3, 1, 8, 0, tzinfo=dt.UTC)
 
 
+def test_a_run_shows_a_django_tasks_positional_and_keyword_arguments_apart(api, acme_team, report_job, make_run):
+    task_run = make_run(report_job, payload={"format": "pdf"}, args=[42, "eu"])
+    other_run = make_run(report_job, payload={"format": "csv"})
+
+    detail = api.get(f"/v1/runs/{task_run.pk}", token=acme_team).json()
+    assert (detail["args"], detail["payload"]) == ([42, "eu"], {"format": "pdf"})
+    assert api.get(f"/v1/runs/{other_run.pk}", token=acme_team).json()["args"] == []
+
+
 def test_it_refuses_a_run_at_and_a_delay_together(api, acme_team, report_job):
     response = api.post(
         "/v1/jobs/reports.render/runs", token=acme_team, json={"run_at": "2030-03-01T09:00:00Z", "delay_seconds": 5}
