@@ -15,7 +15,7 @@ the set), pause, resume, and for jobs of the set no longer declared, pause
 (or delete, with `prune`). It builds every job it would write and validates
 it (jobs.validation, through full_clean) first: any problem raises
 SetInvalid listing all of them, so one bad job writes nothing.
-runs.apply writes a plan, through save_definition and runs.controls.
+runs.schedule_sets writes a plan, through save_definition and runs.controls.
 
 A job of a set is marked (`managed_by` = the set's name) and keeps the spec
 as applied (`applied_spec`). It may still be edited in the portal or the
@@ -230,7 +230,7 @@ def plan(tenant, specs, *, source=DEFAULT_SOURCE, prune=False, now=None, jobs=No
     """What applying `specs` ({name: spec}) as the set `source` of `tenant` would do. Raises SetInvalid.
 
     `jobs`: the tenant's jobs ({name: JobDefinition}), read here when None
-    (runs.apply passes them locked). Nothing is written.
+    (runs.schedule_sets passes them locked). Nothing is written.
     """
     now = now or timezone.now()
     jobs = jobs if jobs is not None else {j.name: j for j in JobDefinition.objects.filter(tenant=tenant)}

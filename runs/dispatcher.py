@@ -35,7 +35,7 @@ import time
 
 from django.conf import settings
 
-from runs import claims, consumers, sql, transitions
+from runs import claims, presence, sql, transitions
 from runs.celery_task import TASK_NAME
 from runs.loop import DATABASE_ERRORS, RETRY_SECONDS
 
@@ -122,7 +122,7 @@ class Dispatcher:
         self.lease_seconds = lease_seconds or settings.DUETIME_LEASE_SECONDS
         self.app = app or broker_app()
         self._connection = self._producer = self._confirms = None
-        self._announced = None  # time.monotonic() of the last runs.consumers announcement
+        self._announced = None  # time.monotonic() of the last runs.presence announcement
 
     def tick(self, now=None):
         """Claim up to the room left (DUETIME_DISPATCH_AHEAD) and publish; returns what it did.
@@ -167,15 +167,15 @@ class Dispatcher:
         return max(1, min(self.batch, self.ahead // 2))
 
     def announce(self):
-        """Say (runs.consumers) that `celery` runs of these queues are taken, every ANNOUNCE_SECONDS."""
-        if self._announced is None or time.monotonic() - self._announced >= consumers.ANNOUNCE_SECONDS:
-            consumers.announce(self.dispatcher_id, [KIND], self.queues)
+        """Say (runs.presence) that `celery` runs of these queues are taken, every ANNOUNCE_SECONDS."""
+        if self._announced is None or time.monotonic() - self._announced >= presence.ANNOUNCE_SECONDS:
+            presence.announce(self.dispatcher_id, [KIND], self.queues)
             self._announced = time.monotonic()
 
     def forget(self):
         """No longer announced (a graceful stop); a database error is logged: the row expires by itself."""
         try:
-            consumers.forget(self.dispatcher_id)
+            presence.forget(self.dispatcher_id)
         except DATABASE_ERRORS:
             log.exception("dispatcher %s: could not withdraw its announcement", self.dispatcher_id)
 

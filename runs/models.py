@@ -334,7 +334,7 @@ class ShardLease(models.Model):
 class Consumer(models.Model):
     """A running consumer of runs (a run_worker, an external lease client) that announced itself.
 
-    Written by runs.consumers only: upserted at start and every few seconds,
+    Written by runs.presence only: upserted at start and every few seconds,
     deleted on a graceful stop, and read as "no longer running" once
     `expires_at` passed (rows long expired are pruned). It answers the job
     page's question: does anything run this kind of job on this queue?
@@ -363,7 +363,7 @@ class Consumer(models.Model):
 
     class Meta:
         indexes = [
-            # runs.consumers.serving (the consumers still running) and prune (those long gone).
+            # runs.presence.serving (the consumers still running) and prune (those long gone).
             models.Index(fields=["expires_at"], name="consumer_by_expiry"),
         ]
 

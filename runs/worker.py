@@ -6,7 +6,7 @@ pool, whose threads run the handlers, or with the `processes` pool to idle
 child processes (runs.children). A separate heartbeat thread extends the
 leases of long runs, tells a handler (`ctx.lease_lost`) when its lease was
 taken away, and announces the worker as a consumer of its kinds and queues
-(runs.consumers; drain() forgets it). The management command `run_worker`
+(runs.presence; drain() forgets it). The management command `run_worker`
 loops over `tick()` and sleeps on a short poll when idle.
 
 If the process dies, nothing is lost: its leases expire and the reaper
@@ -27,7 +27,7 @@ import time
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 
-from runs import children, claims, consumers, targets, transitions
+from runs import children, claims, presence, targets, transitions
 from runs.loop import DATABASE_ERRORS
 
 log = logging.getLogger("duetime.worker")
@@ -359,11 +359,11 @@ class Worker:
     def _heartbeat_loop(self):
         """Announce at once, then beat every half interval until the worker stops; no failure ends this thread."""
         announced = None
-        period = min(self.heartbeat_seconds / 2, consumers.ANNOUNCE_SECONDS)
+        period = min(self.heartbeat_seconds / 2, presence.ANNOUNCE_SECONDS)
         while True:
             try:
-                if announced is None or time.monotonic() - announced >= consumers.ANNOUNCE_SECONDS:
-                    consumers.announce(self.worker_id, targets.EXECUTED_KINDS, self.queues, pool=self.pool_name)
+                if announced is None or time.monotonic() - announced >= presence.ANNOUNCE_SECONDS:
+                    presence.announce(self.worker_id, targets.EXECUTED_KINDS, self.queues, pool=self.pool_name)
                     announced = time.monotonic()
                 self._beat()
                 connection.close()  # hold no connection between beats
@@ -410,7 +410,7 @@ class Worker:
             item.ctx._lost.set()
         self._stop_heartbeats.set()
         self._heartbeat_thread.join(self.heartbeat_seconds)  # its last announcement must not outlive `forget`
-        self._on_database(consumers.forget, self.worker_id)
+        self._on_database(presence.forget, self.worker_id)
         if self.children:
             self.children.shutdown()
         else:

@@ -33,7 +33,7 @@ from jobs.quotas import QuotaExceeded
 from jobs.roles import OPERATE
 from jobs.validation import MAX_JITTER_SECONDS
 from notify.models import Notification
-from runs import consumers, rollups
+from runs import presence, rollups
 from runs.models import TERMINAL_STATES, Run
 from scheduler_project.admin import permissions, scoping
 from scheduler_project.admin.display import format_ms, schedule_words, status_text, zoned
@@ -393,8 +393,8 @@ class JobDefinitionAdmin(TenantScopedAdmin):
             job = self.get_object(request, object_id)
             if job is not None and job.status == JobDefinition.Status.ACTIVE:
                 for warning in (
-                    consumers.unserved(job.target_kind, job.queue, tenant_id=job.tenant_id),
-                    consumers.soft_timeouts(job.target_kind, job.queue, job.timeout_seconds, tenant_id=job.tenant_id),
+                    presence.unserved(job.target_kind, job.queue, tenant_id=job.tenant_id),
+                    presence.soft_timeouts(job.target_kind, job.queue, job.timeout_seconds, tenant_id=job.tenant_id),
                 ):
                     if warning:
                         messages.warning(request, warning)

@@ -21,7 +21,7 @@ from jobs import roles, schedules
 from jobs.api.serializers import JobSerializer
 from jobs.models import Tenant
 from jobs.validation import NAME_RE
-from runs.apply import apply_set
+from runs.schedule_sets import apply_set
 from scheduler_project.api.endpoints import TeamEndpoint
 from scheduler_project.api.fields import Boolean, Pattern
 from scheduler_project.api.problems import field_errors, invalid, problem_responses

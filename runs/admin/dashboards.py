@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from jobs import cron, occurrences, roles, schedules
 from jobs.models import JobDefinition
-from runs import canary, consumers, rollups
+from runs import canary, presence, rollups
 from runs.admin.charts import bar_chart, line_chart
 from runs.admin.stats import (
     DAY,
@@ -218,8 +218,8 @@ def job_page(request, job_id):
             label_time=lambda at: at.strftime("%Y-%m-%d"),
             chart_id="job-days",
         ),
-        unserved=consumers.unserved(job.target_kind, job.queue, now, tenant_id=job.tenant_id),
-        soft_timeouts=consumers.soft_timeouts(
+        unserved=presence.unserved(job.target_kind, job.queue, now, tenant_id=job.tenant_id),
+        soft_timeouts=presence.soft_timeouts(
             job.target_kind, job.queue, job.timeout_seconds, now, tenant_id=job.tenant_id
         ),
         # The buttons a role allows (the actions check again when posted: scheduler_project.admin.permissions).

@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from jobs import roles, tokens
 from jobs.audit import actor_for_token
 from jobs.idempotency import HEADER, KeyReused
-from runs import claims, consumers, controls, enqueue, transitions
+from runs import claims, controls, enqueue, presence, transitions
 from runs.api.serializers import (
     CancelSerializer,
     CompleteResultSerializer,
@@ -198,8 +198,8 @@ def announce_consumer(token, queues):
     now = time.monotonic()
     for queue in queues:
         key = (token.prefix, queue)
-        if now - _announced.get(key, -consumers.ANNOUNCE_SECONDS) >= consumers.ANNOUNCE_SECONDS:
-            consumers.announce(f"{actor_for_token(token)}@{queue}", LEASED_KINDS, [queue], tenant_id=token.tenant_id)
+        if now - _announced.get(key, -presence.ANNOUNCE_SECONDS) >= presence.ANNOUNCE_SECONDS:
+            presence.announce(f"{actor_for_token(token)}@{queue}", LEASED_KINDS, [queue], tenant_id=token.tenant_id)
             _announced[key] = now
 
 

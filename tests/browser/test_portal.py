@@ -302,7 +302,7 @@ def test_it_adds_a_maintenance_window_and_the_preview_and_ledger_show_it(visit, 
 
 
 def test_it_shows_a_portal_edit_of_a_job_declared_in_code_as_drift_and_adopts_it(visit, acme_team):
-    from runs.apply import apply_set
+    from runs.schedule_sets import apply_set
     from tests.fixtures.schedules import nightly_export, ping, specs
 
     acme, _ = acme_team

@@ -1,6 +1,6 @@
 """Schedules as code, the plan and the drift (jobs/schedules.py): what an apply would do, field by field.
 
-Acme's billing team declares its jobs; runs.apply writes the plans (tests/runs/test_apply.py). The clock is pinned.
+Acme's billing team declares its jobs; runs.schedule_sets writes the plans (tests/runs/test_schedule_sets.py). The clock is pinned.
 """
 
 import datetime as dt
@@ -12,7 +12,7 @@ from jobs import schedules
 from jobs.api.schedules import ScheduleSetSerializer, declared_specs, jsonable
 from jobs.definitions import save_definition
 from jobs.models import JobDefinition
-from runs.apply import apply_set
+from runs.schedule_sets import apply_set
 from tests.fixtures.schedules import nightly_export, ping, specs
 
 

@@ -6,7 +6,7 @@ from jobs import schedules
 from jobs.api.schedules import ScheduleSetSerializer, declared_specs, jsonable
 from jobs.definitions import save_definition
 from jobs.models import JobDefinition, JobSigningSecret
-from runs.apply import apply_set
+from runs.schedule_sets import apply_set
 from tests.fixtures.schedules import ping, specs
 
 TARGET = {

@@ -12,7 +12,7 @@ import pytest
 from celery import Celery
 
 from jobs.models import Tenant
-from runs import celery_task, consumers, transitions
+from runs import celery_task, presence, transitions
 from runs.dispatcher import LINGER_SECONDS, TASK_NAME, Dispatcher, TickResult, broker_app, message, task_id
 from runs.loop import RETRY_SECONDS
 from runs.models import Attempt, Run
@@ -221,7 +221,7 @@ def test_it_tells_a_celery_execution_from_the_worker_id(worker_id, expected):
 def test_it_announces_that_it_takes_celery_runs_and_withdraws_on_stop(broker, export, clock):
     dispatcher = Dispatcher(["billing"], dispatcher_id="d-1", app=broker)
     dispatcher.tick(now=clock.now)
-    assert consumers.serving("celery", "billing")
-    assert not consumers.serving("python", "billing") and not consumers.serving("celery", "reports")
+    assert presence.serving("celery", "billing")
+    assert not presence.serving("python", "billing") and not presence.serving("celery", "reports")
     dispatcher.forget()
-    assert not consumers.serving("celery", "billing")
+    assert not presence.serving("celery", "billing")

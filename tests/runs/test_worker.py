@@ -10,7 +10,7 @@ from django.db import OperationalError
 from django.utils import timezone
 
 from jobs.models import JobDefinition, Tenant
-from runs import consumers, enqueue, ledger, transitions
+from runs import enqueue, ledger, presence, transitions
 from runs.models import Attempt, Run
 from runs.worker import POOLS, SlotThreads, Worker
 from tests.notify.receiver import Receiver, serve
@@ -61,19 +61,19 @@ def test_it_stores_what_a_task_returns_on_its_attempt(acme, make_job, pool):
 def test_it_announces_itself_as_a_consumer_of_its_kinds_and_queues_until_drained(acme, make_job):
     worker = Worker(["default", "reports"], concurrency=1)
     try:
-        wait_until(lambda: consumers.serving("python", "reports"), message="the worker's announcement")
-        assert consumers.serving("http", "default") and not consumers.serving("external", "default")
-        assert [c.pool for c in consumers.running("python", "reports")] == ["threads"]
+        wait_until(lambda: presence.serving("python", "reports"), message="the worker's announcement")
+        assert presence.serving("http", "default") and not presence.serving("external", "default")
+        assert [c.pool for c in presence.running("python", "reports")] == ["threads"]
     finally:
         worker.drain(1)
-    assert not consumers.serving("python", "reports")
+    assert not presence.serving("python", "reports")
 
 
 def test_a_processes_pool_worker_announces_its_pool(acme):
     worker = Worker(["default"], concurrency=1, pool="processes")
     try:
-        wait_until(lambda: consumers.serving("python", "default"), message="the worker's announcement")
-        assert [c.pool for c in consumers.running("python", "default")] == ["processes"]
+        wait_until(lambda: presence.serving("python", "default"), message="the worker's announcement")
+        assert [c.pool for c in presence.running("python", "default")] == ["processes"]
     finally:
         worker.drain(1)
 

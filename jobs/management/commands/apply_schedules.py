@@ -2,7 +2,7 @@
 
 The file is checked by the same serializer as PUT /v1/schedules (its TOML
 maps one to one onto that JSON body), then planned and applied by
-runs.apply.apply_set; the plan is printed like a Terraform plan. Bad input
+runs.schedule_sets.apply_set; the plan is printed like a Terraform plan. Bad input
 is a message naming the file, the job and the field, and exit status 1,
 with nothing written.
 """
@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 from jobs import schedules
 from jobs.api.schedules import ScheduleSetSerializer, body_errors, declared_specs, jsonable, set_errors
 from jobs.models import Tenant
-from runs.apply import apply_set
+from runs.schedule_sets import apply_set
 
 
 class Command(BaseCommand):

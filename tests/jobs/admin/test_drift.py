@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from jobs import schedules
 from jobs.models import AuditEntry, JobDefinition
-from runs.apply import apply_set
+from runs.schedule_sets import apply_set
 from tests.fixtures.portal import action, confirm
 from tests.fixtures.schedules import nightly_export, ping, specs
 from tests.scheduler_project.admin.test_scoping import job_form

@@ -7,7 +7,7 @@ import pytest
 from calendars.models import Window
 from jobs.models import JobDefinition
 from runs import rollups
-from runs.apply import apply_set
+from runs.schedule_sets import apply_set
 from tests.fixtures.api import assert_problem, nightly
 from tests.fixtures.schedules import ping, specs
 

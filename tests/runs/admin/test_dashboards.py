@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from jobs.models import Tenant
-from runs import consumers, rollups
+from runs import presence, rollups
 
 
 @pytest.fixture
@@ -81,14 +81,14 @@ def test_the_job_page_warns_when_no_running_consumer_takes_its_runs(as_alice, ac
 
 def test_the_job_page_does_not_warn_once_a_consumer_announced_itself(as_alice, acme, make_job):
     job = make_job(acme, "billing.export")
-    consumers.announce("host:7", ["python", "http"], ["default"])
+    presence.announce("host:7", ["python", "http"], ["default"])
     page = as_alice.get(reverse("admin:portal_job", args=[job.pk])).content.decode()
     assert 'data-testid="job-unserved"' not in page
 
 
 def test_the_job_page_warns_when_only_thread_pool_workers_run_a_job_with_a_timeout(as_alice, acme, make_job):
     job = make_job(acme, "billing.export", timeout_seconds=120)
-    consumers.announce("host:7", ["python", "http"], ["default"], pool="threads")
+    presence.announce("host:7", ["python", "http"], ["default"], pool="threads")
     page = as_alice.get(reverse("admin:portal_job", args=[job.pk])).content.decode()
     assert 'data-testid="job-soft-timeouts"' in page
     assert "a handler past its 120 s timeout is recorded timed_out and retried, but keeps running" in page
@@ -98,8 +98,8 @@ def test_the_job_page_warns_when_only_thread_pool_workers_run_a_job_with_a_timeo
 
 def test_the_job_page_does_not_warn_about_timeouts_once_a_processes_pool_worker_runs_it(as_alice, acme, make_job):
     job = make_job(acme, "billing.export", timeout_seconds=120)
-    consumers.announce("host:7", ["python", "http"], ["default"], pool="threads")
-    consumers.announce("host:8", ["python", "http"], ["default"], pool="processes")
+    presence.announce("host:7", ["python", "http"], ["default"], pool="threads")
+    presence.announce("host:8", ["python", "http"], ["default"], pool="processes")
     page = as_alice.get(reverse("admin:portal_job", args=[job.pk])).content.decode()
     assert 'data-testid="job-soft-timeouts"' not in page and "Only thread-pool workers" not in page
 

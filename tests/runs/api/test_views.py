@@ -7,7 +7,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from jobs.models import ApiToken, JobDefinition
-from runs import consumers
+from runs import presence
 from runs.models import Run
 from tests.fixtures.api import assert_problem, on_demand
 
@@ -225,9 +225,9 @@ def test_a_lease_announces_the_token_as_a_consumer_of_external_jobs_on_its_queue
     api, acme, globex, acme_worker, report_job
 ):
     lease(api, acme_worker, queues=["reports"])
-    assert consumers.serving("external", "reports", tenant_id=acme.pk)
-    assert not consumers.serving("external", "default", tenant_id=acme.pk)
-    assert not consumers.serving("external", "reports", tenant_id=globex.pk)
+    assert presence.serving("external", "reports", tenant_id=acme.pk)
+    assert not presence.serving("external", "default", tenant_id=acme.pk)
+    assert not presence.serving("external", "reports", tenant_id=globex.pk)
 
 
 def test_it_leases_from_all_the_tokens_queues_by_default(api, acme_team, acme_worker, report_job):

@@ -1,4 +1,4 @@
-"""Applying a declared set (runs/apply.py): through save_definition and runs.controls, audited, all or nothing."""
+"""Applying a declared set (runs/schedule_sets.py): through save_definition and runs.controls, audited, all or nothing."""
 
 import datetime as dt
 
@@ -7,8 +7,8 @@ import pytest
 from jobs import schedules
 from jobs.models import AuditEntry, JobDefinition, Tenant
 from jobs.quotas import QuotaExceeded
-from runs.apply import apply_set
 from runs.models import Run
+from runs.schedule_sets import apply_set
 from tests.fixtures.schedules import nightly_export, ping, specs
 
 
