@@ -4,7 +4,7 @@ The pool forks one long-lived child per slot, so that each starts at once
 with the parent's imports, and keeps a pipe to each. `submit` (called by the
 worker's own thread) sends an attempt straight to an idle child, most
 recently idle first; the pool's watcher thread waits on all the pipes at once
-(epoll), and hands each outcome as it comes to `on_outcome(run_id, Outcome)`.
+(epoll), and hands each outcome as it comes to `on_outcome(run_id, Outcome, fencing_token)`.
 No thread waits on one child: a run costs one message each way.
 
 A child holds one attempt at a time, so a long run delays nothing else.
@@ -57,7 +57,7 @@ class Busy:
 
 
 class ChildPool:
-    """`size` children; each outcome goes to `on_outcome(run_id, targets.Outcome)`, from the watcher thread.
+    """`size` children; each outcome goes to `on_outcome(run_id, targets.Outcome, fencing_token)`, from the watcher thread.
 
     `submit` never blocks for long and never raises. The worker submits at
     most as many attempts as it has slots; one that finds no idle child (its
@@ -154,7 +154,7 @@ class ChildPool:
         with self.lock:
             busy, child.busy = child.busy, None
         if busy is not None and busy.attempt.run_id == run_id:
-            self.on_outcome(run_id, outcome)
+            self.on_outcome(run_id, outcome, busy.attempt.fencing_token)
 
     def _look_after_children(self, now):
         """Pass lost leases on; SIGTERM a child past its attempt's timeout, SIGKILL it after the grace."""

@@ -144,7 +144,9 @@ class Worker:
         self.lease_seconds = lease_seconds or settings.DUETIME_LEASE_SECONDS
         self.heartbeat_seconds = heartbeat_seconds or settings.DUETIME_HEARTBEAT_SECONDS
         self.inflight = {}  # run_id -> InFlight; touched by the main thread only
-        self.finished = queue.SimpleQueue()  # (run_id, targets.Outcome) from pool threads or the child pool
+        self.finished = (
+            queue.SimpleQueue()
+        )  # (run_id, fencing token, targets.Outcome) from pool threads or the child pool
         # Children are forked before this process starts its own threads.
         self.children = children.ChildPool(concurrency, self._finished) if pool == POOL_PROCESSES else None
         self.pool = None if self.children else SlotThreads(concurrency)
@@ -266,10 +268,16 @@ class Worker:
         """Record on each in-flight attempt the outcome its pool thread reported."""
         while True:
             try:
-                run_id, outcome = self.finished.get_nowait()
+                run_id, token, outcome = self.finished.get_nowait()
             except queue.Empty:
                 return
-            item = self.inflight[run_id]
+            item = self.inflight.get(run_id)
+            if item is None or item.lease.fencing_token != token:
+                # An attempt whose lease was lost and whose run this worker leased again meanwhile (a lease
+                # given back by after_restore, one that expired in a pause): its outcome is not the new
+                # lease's, and its completion would be refused anyway.
+                log.warning("run %s: outcome of a lost lease (fencing token %s) dropped", run_id, token)
+                continue
             if outcome.outcome != "timed_out" and time.monotonic() - item.started > item.lease.timeout_seconds:
                 outcome = targets.Outcome(
                     "timed_out", f"ran longer than timeout_seconds ({item.lease.timeout_seconds})"
@@ -329,15 +337,15 @@ class Worker:
             outcome = targets.execute(lease.target_kind, lease.target_ref, ctx, lease.timeout_seconds)
         except BaseException as exc:  # noqa: BLE001 - see the docstring
             outcome = targets.Outcome("failed", targets.describe(exc))
-        self._finished(lease.run_id, outcome)
+        self._finished(lease.run_id, outcome, lease.fencing_token)
         try:
             close_old_connections()  # a connection that broke during the run is not kept for the next one
         except DATABASE_ERRORS:
             log.warning("run %s: closing the thread's database connection failed", lease.run_id, exc_info=True)
 
-    def _finished(self, run_id, outcome):
-        """From a pool thread or the child pool's watcher: hand the outcome to the main thread."""
-        self.finished.put((run_id, outcome))
+    def _finished(self, run_id, outcome, fencing_token):
+        """From a pool thread or the child pool's watcher: hand the outcome of the lease `fencing_token` on."""
+        self.finished.put((run_id, fencing_token, outcome))
         self.wakeup.set()
 
     # --- heartbeats -------------------------------------------------------

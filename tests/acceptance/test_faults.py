@@ -110,20 +110,26 @@ def worker_child(supervisor, other_than=None):
     return None
 
 
+GIVEN = set()
+
+
 def free_port():
     """A free loopback port: the first free one of DUETIME_TEST_PORTS ("6400-6499") when set, else any.
 
     The range keeps the private clusters and poolers of tests that run side by side apart.
     """
     first, _, last = os.environ.get("DUETIME_TEST_PORTS", "").partition("-")
-    for port in range(int(first), int(last or first) + 1) if first else [0]:
+    for port in range(int(first), int(last or first) + 1) if first else [0] * 100:
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return probe.getsockname()[1]
-    raise RuntimeError(f"no free port in DUETIME_TEST_PORTS={os.environ['DUETIME_TEST_PORTS']}")
+            port = probe.getsockname()[1]
+        if port not in GIVEN:  # a port given earlier may not be bound yet: never give it twice
+            GIVEN.add(port)
+            return port
+    raise RuntimeError(f"no free port left (DUETIME_TEST_PORTS={os.environ.get('DUETIME_TEST_PORTS', '')!r})")
 
 
 def run_by(job, pid):
