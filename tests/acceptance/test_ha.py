@@ -177,25 +177,27 @@ class Patroni:
         subprocess.run(shell, env=engine_env(DATABASE_URL=self.url), check=True, timeout=60)
 
     def remove(self):
+        """Tear it all down at once: Patroni killed (a clean stop waits on its standby), then the postmasters, etcd."""
         if getattr(self, "relay", None):
             self.relay.stop()
         for name in ("pg1", "pg2", "etcd"):
             proc, log = self.procs.get(name, (None, None))
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
+            if proc is not None:
+                if name == "etcd":
+                    self.stop_postmasters()
+                if proc.poll() is None:
                     proc.kill()
-                    proc.wait()
-            if log is not None:
+                proc.wait()
                 log.close()
-        for name in self.nodes:  # a postmaster Patroni left behind
+        self.stop_postmasters()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def stop_postmasters(self):
+        for name in self.nodes:
             data = self.base / f"{name}-data"
             if (data / "postmaster.pid").exists():
                 user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
                 subprocess.run([*user, PG_BIN / "pg_ctl", "-D", data, "stop", "-m", "immediate"], capture_output=True)
-        shutil.rmtree(self.base, ignore_errors=True)
 
 
 class HookRelay:
