@@ -236,6 +236,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # A job's missed_run_policy and a window's resume_policy share one choice set (skip, run_once, run_all).
+    "ENUM_NAME_OVERRIDES": {"CatchUpPolicyEnum": ["skip", "run_once", "run_all"]},
 }
 
 # The cache holds the API throttles' counts. In process memory by default, which
