@@ -21,32 +21,9 @@ from jobs import jitter, occurrences, schedules
 from jobs.models import JobDefinition, JobSigningSecret
 from scheduler_project.api.fields import AwareDateTimeField, Boolean, Integer, PayloadField, Text
 
-# Model field -> path in the API body, for error messages.
-BODY_PATHS = {
-    "schedule_kind": "schedule.kind",
-    "cron_expr": "schedule.cron",
-    "run_at": "schedule.at",
-    "every_seconds": "schedule.every_seconds",
-    "start_at": "schedule.start_at",
-    "end_at": "schedule.end_at",
-    "remaining_runs": "schedule.remaining_runs",
-    "time_zone": "schedule.time_zone",
-    "jitter_seconds": "schedule.jitter_seconds",
-    "missed_run_policy": "schedule.missed_run_policy",
-    "starting_deadline_seconds": "schedule.starting_deadline_seconds",
-    "target_kind": "target.kind",
-    "target_ref": "target.ref",
-    "http_method": "target.method",
-    "http_headers": "target.headers",
-    "http_bearer_secret": "target.bearer_secret",
-    "max_attempts": "retry.max_attempts",
-    "retry_base_seconds": "retry.base_seconds",
-    "retry_max_seconds": "retry.max_seconds",
-    "owner_email": "owner.email",
-    "owner_webhook_url": "owner.webhook_url",
-    "notify_lateness_p99_seconds": "owner.lateness_p99_seconds",
-    "notify_skip_streak": "owner.skip_streak",
-}
+# Model field -> path in the API body, for error messages: the one field map, jobs.schedules.FIELDS (a
+# declaration's paths are the body's), less `status`, which a body does not carry.
+BODY_PATHS = {field: path for field, path in schedules.FIELDS.items() if field != "status"}
 PRIORITIES = {choice.label: choice.value for choice in JobDefinition.Priority}
 
 
