@@ -49,6 +49,8 @@ PRIORITY_SHARES = (0.70, 0.25, 0.05)  # critical, default, bulk
 # statements follow one another within milliseconds (its decisions are made
 # in memory between them), so only a claimer that really stalls is cut off;
 # its transaction is rolled back and the worker's next tick completes again.
+# So a caller that claims inside its own transaction must commit right after
+# (the worker's tick does; the dispatcher and the lease API claim on their own).
 CLAIM_LOCK_TIMEOUT = "500ms"
 CLAIM_IDLE_TIMEOUT = "500ms"
 LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's error code for a lock_timeout

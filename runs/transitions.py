@@ -94,10 +94,15 @@ def _move(runs, source, target, **values):
     sources = (source,) if isinstance(source, str) else tuple(source)
     _check([(s, target) for s in sources])
     if target in CLAIMABLE_STATES:
+        # Claimable again: the runs need their ready marks. Named by id, locked first: `runs` may
+        # filter on a column the move changes (an attempt given back), so it cannot name them after.
         with transaction.atomic(savepoint=False):
-            moved = _update(runs.filter(state__in=sources), target, values)
-            if moved:
-                _mark_ready(runs.filter(state=target))
+            ids = list(runs.filter(state__in=sources).select_for_update().values_list("pk", flat=True))
+            moved = 0
+            for i in range(0, len(ids), 5000):
+                chunk = ids[i : i + 5000]
+                moved += _update(Run.objects.filter(pk__in=chunk, state__in=sources), target, values)
+                _mark_ready(Run.objects.filter(pk__in=chunk, state=target, history_day=OPEN_DAY))
         return moved
     if target not in HISTORY_STATES:
         return _update(runs.filter(state__in=sources), target, values)

@@ -61,6 +61,17 @@ def fresh_tenant_names():
     metrics._tenant_names.clear()
 
 
+@pytest.fixture(autouse=True)
+def claims_idle_in_tests(monkeypatch):
+    """A claim's transaction may sit idle CLAIM_IDLE_TIMEOUT (500 ms) before the server ends it: its
+    callers commit right after it. A test's transaction wraps everything the test does after its claims,
+    and may idle longer on a busy machine, so in this process it gets a minute; the tests of the limit
+    itself set their own, and engine processes started by tests keep the real one."""
+    from runs import claims
+
+    monkeypatch.setattr(claims, "CLAIM_IDLE_TIMEOUT", "60s")
+
+
 @pytest.fixture
 def clock():
     """The pinned clock, at NOW (Monday 1 June 2026, 09:00 UTC)."""

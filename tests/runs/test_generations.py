@@ -76,9 +76,12 @@ def test_after_restore_gives_the_older_leases_back_and_they_run_again_with_their
 def test_after_restore_puts_a_later_attempt_back_to_retry_wait(job, make_run):
     run, lease = lease_one(job, make_run)
     Run.objects.filter(pk=run.pk).update(attempt=2)
+    assert claims.claim(["default"], 1, "w-bob") == []  # nothing claimable: the claim settles the ready set
     call_command("after_restore", stdout=None)
     run.refresh_from_db()
     assert (run.state, run.attempt) == ("retry_wait", 1)
+    (again,) = claims.claim(["default"], 1, "w-bob")  # claimable again: the claims' ready set has it
+    assert (again.run_id, again.attempt) == (run.pk, 2)
 
 
 @postgres_only
