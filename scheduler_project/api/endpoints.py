@@ -46,15 +46,15 @@ class BoundedJSONParser(parsers.JSONParser):
             raise Problem("payload-too-large", f"The request body is {length} bytes; at most {limit} are read.")
         try:
             data = super().parse(stream, media_type, parser_context)
-        except RecursionError:
-            data = None  # deeper than the parser itself can go
-        else:
-            if json_depth(data) <= MAX_JSON_DEPTH:
-                return data
-        raise Problem(
-            "malformed-request",
-            f"The JSON body nests deeper than {MAX_JSON_DEPTH} levels of objects and arrays, the most accepted.",
-        )
+            too_deep = json_depth(data) > MAX_JSON_DEPTH
+        except RecursionError:  # deeper than even the parser can go
+            too_deep = True
+        if too_deep:
+            raise Problem(
+                "malformed-request",
+                f"The JSON body nests deeper than {MAX_JSON_DEPTH} levels of objects and arrays, the most accepted.",
+            )
+        return data
 
 
 class CursorPage(pagination.CursorPagination):
