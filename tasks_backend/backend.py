@@ -31,6 +31,7 @@ import re
 import uuid
 
 from django.core.checks import Error
+from django.db import transaction
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import TaskResult, TaskResultStatus
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
@@ -42,7 +43,7 @@ from jobs.models import JobDefinition
 from jobs.validation import QUEUE_RE
 from runs.enqueue import build_runs, insert_fresh_run
 from runs.models import Run
-from tasks_backend import payloads, results, task_jobs
+from tasks_backend import holds, payloads, results, task_jobs, unique
 
 
 def duetime_priority(priority):
@@ -55,6 +56,7 @@ def duetime_priority(priority):
 
 
 class DuetimeBackend(BaseTaskBackend):
+    task_class = unique.DuetimeTask  # `@task(backend=..., unique_for=...)`
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
@@ -74,16 +76,22 @@ class DuetimeBackend(BaseTaskBackend):
             )
 
     def enqueue(self, task, args, kwargs):
-        """Create a run of `task` with these arguments; returns its TaskResult (status READY)."""
+        """Create a run of `task` with these arguments; returns its TaskResult (status READY).
+
+        Under a unique key (tasks_backend.unique) whose hold has not expired, no run is made: the result
+        is the holder's, as `get_result` would give it (its arguments, its status now).
+        """
         self.validate_task(task)
         args, kwargs = payloads.arguments_for(task, args, kwargs)
         job = task_jobs.job_for(self.tenant, task, alias=self.alias, fields=self.job_fields)
         now = timezone.now()
-        due = max(task.run_after, now) if task.run_after is not None else now
-        [run] = build_runs(job, [due], origin=Run.Origin.API, payload=kwargs, key=f"{job.name}@{uuid.uuid4().hex}")
-        run.queue, run.priority = task.queue_name, duetime_priority(task.priority)
-        run.args = args or None  # NULL for none: what every run that is not a Django task's has
-        insert_fresh_run(run)  # a fresh key: no run can hold it
+        wanted = unique.requested(task, args, kwargs)
+        if wanted is None:
+            run = self._insert(task, job, args, kwargs, now)
+        else:
+            run = self._insert_unique(task, job, args, kwargs, now, *wanted)
+            if isinstance(run, TaskResult):
+                return run
         result = TaskResult(
             task=task,
             id=str(run.pk),
@@ -100,6 +108,39 @@ class DuetimeBackend(BaseTaskBackend):
         )
         task_enqueued.send(type(self), task_result=result)
         return result
+
+    def _insert(self, task, job, args, kwargs, now):
+        due = max(task.run_after, now) if task.run_after is not None else now
+        [run] = build_runs(job, [due], origin=Run.Origin.API, payload=kwargs, key=f"{job.name}@{uuid.uuid4().hex}")
+        run.queue, run.priority = task.queue_name, duetime_priority(task.priority)
+        run.args = args or None  # NULL for none: what every run that is not a Django task's has
+        return insert_fresh_run(run)  # a fresh key: no run can hold it
+
+    def _insert_unique(self, task, job, args, kwargs, now, key, ttl):
+        """The new run holding `key`, or the TaskResult of the run that holds it already (see holds.hold)."""
+        replacing = holds.holder(job.tenant_id, key, now)
+        if replacing is not None:
+            found = self._result_of(task, replacing)
+            if found is not None:
+                return found  # the common repeat: one read, no write
+        try:
+            with transaction.atomic():  # a savepoint in the caller's transaction: the loser's run goes with it
+                run = self._insert(task, job, args, kwargs, now)
+                holds.hold(job.tenant_id, key, run.pk, ttl, now, replacing=replacing)
+        except holds.Held as held:
+            found = self._result_of(task, held.run_id)
+            if found is None:
+                raise TaskResultDoesNotExist(f"run {held.run_id} holds the unique key and is gone") from None
+            return found
+        return run
+
+    def _result_of(self, task, run_id):
+        """The TaskResult of this tenant's run `run_id` for `task`, or None if there is no such run."""
+        run = Run.objects.filter(pk=run_id, tenant__name=self.tenant).first()
+        if run is None:
+            return None
+        attempts = list(run.attempts.order_by("attempt"))
+        return results.task_result(self._as_enqueued(task, run), run, attempts, backend=self.alias)
 
     def get_result(self, result_id):
         """The TaskResult of run `result_id` of this tenant's `python` jobs; raises TaskResultDoesNotExist."""

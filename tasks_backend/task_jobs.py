@@ -115,6 +115,10 @@ def _find_or_create(tenant_name, task, alias, fields):
     try:
         save_definition(job, ACTOR.format(alias=alias), note=f"created for {task.module_path} by the tasks backend")
     except ValidationError as exc:
+        # Another process may have made it since _existing looked (its name is then "taken"): use that one.
+        made = _existing(tenant, name, task)
+        if made is not None:
+            return made
         raise InvalidTask(f"{task.module_path} cannot be a Duetime job of tenant '{tenant_name}': {_messages(exc)}")
     except IntegrityError:
         # Another process made it first (save_definition's savepoint kept the caller's transaction usable).

@@ -36,6 +36,12 @@ def divide(numerator, denominator, /, *, places=2):
     return round(numerator / denominator, places)
 
 
+@task(backend="duetime", unique_for=3600)
+def refresh_prices(shop_id, *, currency):
+    """Unique by its arguments for an hour: a repeat within the hour answers with the first run."""
+    return {"shop": shop_id, "currency": currency}
+
+
 @task(backend="duetime")
 def calculate_meaning_of_life():
     return 42

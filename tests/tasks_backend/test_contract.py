@@ -25,6 +25,7 @@ from jobs.models import JobDefinition
 from runs.models import Run
 from runs.targets import PermanentError
 from runs.worker import POOLS
+from tasks_backend.unique import unique_key
 from tests.conftest import engine_env
 from tests.tasks_backend import tasks
 from tests.tasks_backend.tasks import BillingError
@@ -263,3 +264,17 @@ def test_it_finds_results_from_another_task_only_through_the_backend(worker):
     for missing in ("123456789", "not-a-run-id", ""):
         with pytest.raises(TaskResultDoesNotExist):
             task_backends["duetime"].get_result(missing)
+
+
+def test_a_unique_task_enqueued_twice_runs_once_and_both_results_see_it(worker):
+    first = tasks.refresh_prices.enqueue(7, currency="EUR")
+    again = tasks.refresh_prices.enqueue(7, currency="EUR")
+    with unique_key("prices-7", ttl=600):
+        keyed = tasks.refresh_prices.enqueue(8, currency="USD")
+        keyed_again = tasks.refresh_prices.enqueue(9, currency="GBP")
+
+    assert again.id == first.id and keyed_again.id == keyed.id
+    assert finished(again).return_value == {"shop": 7, "currency": "EUR"}
+    assert finished(keyed_again).return_value == {"shop": 8, "currency": "USD"}
+    assert (keyed_again.args, keyed_again.kwargs) == ([8], {"currency": "USD"})
+    assert Run.objects.count() == 2 and Run.objects.filter(attempt=1, state="succeeded").count() == 2
