@@ -73,6 +73,11 @@ def failing_task_value_error():
     raise ValueError("This task failed due to ValueError")
 
 
+@task(backend="duetime")
+def complex_exception():
+    raise ValueError(ValueError("This task failed"))
+
+
 class BillingError(Exception):
     """An exception class of the project's own: its dotted path must come back in the result."""
 

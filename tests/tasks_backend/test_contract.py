@@ -172,6 +172,15 @@ def test_it_records_a_failure_with_its_exception_class_and_traceback(worker):
     assert result.finished_at is not None and result.attempts == 1
 
 
+def test_it_keeps_an_exception_whose_argument_is_an_exception(worker):
+    result = finished(tasks.complex_exception.enqueue())
+
+    assert result.status == TaskResultStatus.FAILED
+    [error] = result.errors
+    assert error.exception_class is ValueError
+    assert 'ValueError(ValueError("This task failed"))' in error.traceback  # the raising line, as Django's test
+
+
 def test_it_names_the_projects_own_exception_classes(worker):
     own = finished(tasks.failing_task_own_error.enqueue())
     permanent = finished(tasks.failing_task_permanent.enqueue())

@@ -29,6 +29,15 @@ def test_a_task_unique_by_its_arguments_answers_a_repeat_with_the_first_result(i
     assert Run.objects.count() == 2
 
 
+def test_it_logs_the_enqueue_as_django_does_and_a_repeat_not_at_all(initech, caplog):
+    with caplog.at_level("DEBUG", logger="django.tasks"):
+        first = tasks.refresh_prices.enqueue(7, currency="EUR")
+        tasks.refresh_prices.enqueue(7, currency="EUR")
+
+    enqueued = [r.getMessage() for r in caplog.records if "enqueued" in r.getMessage()]
+    assert len(enqueued) == 1 and f"id={first.id}" in enqueued[0]
+
+
 def test_a_block_key_answers_every_enqueue_of_the_task_with_the_first_result(initech):
     with unique_key("invoice-42", ttl=600):
         first = tasks.add.enqueue(1, b=2)
