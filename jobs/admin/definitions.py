@@ -14,6 +14,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import OuterRef, Subquery
+from django.forms.fields import InvalidJSONInput
 from django.http import Http404, JsonResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -31,7 +32,7 @@ from jobs.models import AuditEntry, JobDefinition, JobSigningSecret, Tenant
 from jobs.permissions import Revoked
 from jobs.quotas import QuotaExceeded
 from jobs.roles import OPERATE
-from jobs.validation import MAX_JITTER_SECONDS
+from jobs.validation import MAX_JITTER_SECONDS, MAX_JSON_DEPTH
 from notify.models import Notification
 from runs import presence, rollups
 from runs.models import TERMINAL_STATES, Run
@@ -110,10 +111,32 @@ def _audited_value(field, value):
     return value
 
 
+class PayloadField(forms.JSONField):
+    """The payload box: JSON nested deeper than the parser can go is a form error, not a crash.
+
+    What parses is held to MAX_JSON_DEPTH by the model's own validation (jobs.validation.check_payload).
+    """
+
+    too_deep = f"nests deeper than {MAX_JSON_DEPTH} levels of objects and arrays; flatten it"
+
+    def to_python(self, value):
+        try:
+            return super().to_python(value)
+        except RecursionError:
+            raise ValidationError(self.too_deep, code="invalid") from None
+
+    def bound_data(self, data, initial):
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:
+            return InvalidJSONInput(data)
+
+
 class JobDefinitionForm(forms.ModelForm):
     class Meta:
         model = JobDefinition
         fields = "__all__"
+        field_classes = {"payload": PayloadField}
         help_texts = {
             "cron_expr": "Five fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * *' (02:00 daily) or '@hourly'.",
             "time_zone": "An IANA zone such as Europe/Berlin or America/New_York; the schedule is read in this zone.",
@@ -436,11 +459,11 @@ class JobDefinitionAdmin(TenantScopedAdmin):
             raise Http404("No such job.")
         # Backfill is an operation (it adds runs, it edits no definition): checked at every chunk.
         permissions.require(request, [job.tenant_id], OPERATE, "Backfill")
-        cursor, end = parse_datetime(request.POST.get("cursor", "")), parse_datetime(request.POST.get("end", ""))
-        try:
+        try:  # a crafted POST is a 400 like any bad chunk: a day that does not exist (ValueError), no offset
+            cursor, end = parse_datetime(request.POST.get("cursor", "")), parse_datetime(request.POST.get("end", ""))
             remaining = int(request.POST.get("remaining", "0"))
-            if cursor is None or end is None:
-                raise ValueError("cursor and end must be ISO 8601 instants")
+            if cursor is None or end is None or timezone.is_naive(cursor) or timezone.is_naive(end):
+                raise ValueError("cursor and end must be ISO 8601 instants with an offset")
             created, following, done = backfill_step(
                 job,
                 cursor,

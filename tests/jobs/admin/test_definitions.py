@@ -452,3 +452,33 @@ def test_it_turns_a_bad_period_or_an_end_before_the_start_into_form_errors(as_al
     errors = response.context["adminform"].form.errors
     assert says in " ".join(errors[field]), errors
     assert not JobDefinition.objects.filter(name="reports.bad").exists()
+
+
+def test_it_refuses_a_backfill_from_the_year_1_with_a_message(as_alice, nightly, wall_clock):
+    window = {"start": "0001-01-01 00:00:00", "end": wall_clock.ago(days=1).strftime("%Y-%m-%d %H:%M:%S")}
+    page = as_alice.post(
+        CHANGELIST,
+        {"action": "backfill_jobs", "_selected_action": [nightly.pk], "post": "preview", "max_runs": "100", **window},
+    ).content.decode()
+    assert "between 1970-01-01 and 9990-12-31" in page
+    assert not Run.objects.filter(origin="backfill").exists()
+
+
+@pytest.mark.parametrize("cursor", ["2026-02-30T00:00:00+00:00", "0001-01-01T00:00:00+00:00", "2026-01-01T00:00:00"])
+def test_a_crafted_backfill_step_is_a_400_not_a_500(as_alice, nightly, clock, cursor):
+    response = as_alice.post(
+        reverse("admin:jobs_jobdefinition_backfill_step"),
+        {"job": nightly.pk, "cursor": cursor, "end": clock.ago(hours=1).isoformat(), "remaining": 5},
+    )
+    assert response.status_code == 400 and response.json()["error"]
+    assert not Run.objects.filter(origin="backfill").exists()
+
+
+@pytest.mark.parametrize("levels", [65, 10_000])
+def test_it_refuses_a_payload_nested_too_deep_in_the_add_form(as_alice, acme, levels):
+    payload = '{"a": ' * (levels - 1) + "{}" + "}" * (levels - 1)
+    response = as_alice.post(reverse("admin:jobs_jobdefinition_add"), job_form(acme, "reports.deep", payload=payload))
+    page = response.content.decode()
+    assert response.status_code == 200 and "errorlist" in page
+    assert "nests deeper than 64 levels of objects and arrays" in page
+    assert not JobDefinition.objects.filter(name="reports.deep").exists()
