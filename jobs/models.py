@@ -59,6 +59,20 @@ class Tenant(models.Model):
     # creates none, until resumed; stored here so that it survives restarts. Changed only by the controls;
     # one queue's pause is a QueuePause row.
     paused_at = models.DateTimeField(null=True, blank=True, editable=False, help_text="Every queue paused since.")
+    # The tenant-wide failure breaker (runs.breaker): while open, claims lease none of its retries
+    # (first attempts still run). Opened and closed by runs.breaker only; an operator's close is audited.
+    breaker_opened_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="Retries held since: the failure breaker is open."
+    )
+    breaker_detail = models.CharField(
+        max_length=200, blank=True, editable=False, help_text="The failure rate that opened the breaker."
+    )
+    breaker_reset_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When an operator last closed the breaker: attempts before it no longer count.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -110,15 +110,19 @@ def settle(notification, now, status, response):
 
 def send_email(notification):
     body = notification.body
-    lines = [body["subject"], "", f"Tenant: {body['tenant']}", f"Job: {body['job']}", f"When: {body['occurred_at']}"]
+    job = [f"Job: {body['job']}"] if body["job"] else []
+    lines = [body["subject"], "", f"Tenant: {body['tenant']}", *job, f"When: {body['occurred_at']}"]
     lines += [f"{key}: {value}" for key, value in body["data"].items()]
-    lines += ["", "Sent by Duetime because this job names you as its owner (owner_email)."]
+    if body["job"]:
+        lines += ["", "Sent by Duetime because this job names you as its owner (owner_email)."]
+    else:  # a tenant-wide event (notify.events.breaker_rows): one mail to every owner of the tenant
+        lines += ["", "Sent by Duetime to the owners of this tenant."]
     try:
         send_mail(
             f"[Duetime] {notification.subject}",
             "\n".join(lines),
             settings.DEFAULT_FROM_EMAIL,
-            [notification.recipient],
+            [address.strip() for address in notification.recipient.split(",")],
         )
     except (smtplib.SMTPException, OSError) as exc:
         raise Retry(f"mail not sent: {exc.__class__.__name__}: {exc}") from exc

@@ -31,13 +31,14 @@ one day of history or thirty.
 """
 
 import datetime as dt
+from collections import defaultdict
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
 from dlq.models import DeadLetter
-from jobs.models import JobDefinition
+from jobs.models import JobDefinition, Membership, Tenant
 from notify.models import Cursor, Notification
 from runs import partitions, rollups
 from runs.models import TERMINAL_STATES, JobHour, Run
@@ -60,7 +61,7 @@ def record(now):
         )
         jobs = _cursor("jobs", lambda: 0)
         events = _dead_letters(letters, now) + _job_checks(jobs, now)
-        rows = _rows(events, now)
+        rows = _rows(events, now) + breaker_rows(now)
         Notification.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
         Cursor.objects.filter(name=letters.name).update(last_id=letters.last_id, last_at=letters.last_at)
         Cursor.objects.filter(name=jobs.name).update(last_id=jobs.last_id)
@@ -247,6 +248,49 @@ def _row(job, kind, key, subject, data, channel, recipient, allowed, now):
         response="" if allowed else _held_back(kind),
         created_at=now,
     )
+
+
+def breaker_rows(now):
+    """One notification per owner's email for each opening of a tenant's failure breaker (runs.breaker).
+
+    The event is named by the opening instant, so an opening is told once however many passes see it
+    open, and the next opening is told again. No rate limit: an opening lasts at least a window.
+    """
+    tenants = list(Tenant.objects.filter(breaker_opened_at__isnull=False))
+    if not tenants:
+        return []
+    keys = {t.pk: f"breaker_open:{t.pk}:{t.breaker_opened_at:%Y%m%dT%H%M%S.%f}" for t in tenants}
+    met = set(Notification.objects.filter(event_key__in=keys.values()).values_list("event_key", "channel"))
+    owners = Membership.objects.filter(tenant__in=tenants, role=Membership.Role.OWNER).exclude(user__email="")
+    emails = defaultdict(list)
+    for tenant_id, email in owners.values_list("tenant_id", "user__email").order_by("user__email"):
+        emails[tenant_id].append(email)
+    rows = []
+    for tenant in tenants:
+        key = keys[tenant.pk]
+        if (key, Notification.Channel.EMAIL) in met:
+            continue
+        subject = f"{tenant.name}: retries held, {tenant.breaker_detail}"
+        data = {"opened_at": tenant.breaker_opened_at.isoformat(), "rate": tenant.breaker_detail}
+        body = {"type": Notification.Kind.BREAKER_OPEN, "tenant": tenant.name, "job": None, "subject": subject}
+        body.update(occurred_at=tenant.breaker_opened_at.isoformat(), data=data)
+        # One row per event and channel (the unique constraint): the owners' addresses in one mail.
+        if emails[tenant.pk]:
+            rows.append(
+                Notification(
+                    tenant=tenant,
+                    job=None,
+                    kind=Notification.Kind.BREAKER_OPEN,
+                    channel=Notification.Channel.EMAIL,
+                    recipient=", ".join(emails[tenant.pk])[:2000],
+                    event_key=key,
+                    subject=subject[:300],
+                    body=body,
+                    next_attempt_at=now,
+                    created_at=now,
+                )
+            )
+    return rows
 
 
 def _held_back(kind):

@@ -19,6 +19,7 @@ class Notification(models.Model):
         DEAD_LETTER = "dead_letter"  # a run of the job dead-lettered
         SKIP_STREAK = "skip_streak"  # the job's last notify_skip_streak runs were all skipped
         LATENESS = "lateness"  # the job's p99 lateness over the last hour passed notify_lateness_p99_seconds
+        BREAKER_OPEN = "breaker_open"  # the tenant's failure breaker opened (runs.breaker): to its owners, no job
 
     class Channel(models.TextChoices):
         EMAIL = "email"
@@ -33,7 +34,10 @@ class Notification(models.Model):
         SUPPRESSED = "suppressed"  # terminal: recorded, not sent: the job's rate limit for this kind and channel
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="notifications")
-    job = models.ForeignKey(JobDefinition, on_delete=models.CASCADE, related_name="notifications")
+    # None for a tenant-wide event (a failure breaker), sent to the tenant's owners.
+    job = models.ForeignKey(
+        JobDefinition, on_delete=models.CASCADE, related_name="notifications", null=True, blank=True
+    )
     kind = models.CharField(max_length=20, choices=Kind.choices)
     channel = models.CharField(max_length=10, choices=Channel.choices)
     recipient = models.CharField(max_length=2000, help_text="The email address or webhook URL, as it was then.")

@@ -12,7 +12,7 @@ import dataclasses
 
 from jobs import idempotency
 from notify import notifier
-from runs import canary, materialize, metrics, reproject, retention, rollups, shards, transitions
+from runs import breaker, canary, materialize, metrics, reproject, retention, rollups, shards, transitions
 
 REAP_BATCH = 1000
 MATERIALIZE_BATCH = 500  # due jobs of one shard a pass materialises at most (runs.materialize.materialize's limit)
@@ -39,6 +39,7 @@ class TickResult:
 # after materialising and reaping. Add a step here; keep each one bounded.
 STEPS = [
     rollups.tick,  # the portal's lateness rollups (runs/rollups.py)
+    breaker.tick,  # tenant failure breakers opened and closed from those rollups (runs/breaker.py)
     idempotency.purge,  # API Idempotency-Key answers past their TTL (jobs/idempotency.py)
     notifier.tick,  # owner notifications: dead letters, skip streaks, lateness (notify/)
     reproject.tick,  # future runs moved when the tz database changes (runs/reproject.py); a stat() per zone

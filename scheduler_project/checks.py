@@ -28,6 +28,7 @@ POSITIVE_KNOBS = (
     "DUETIME_NOTIFY_TIMEOUT_SECONDS",
     "DUETIME_NOTIFY_RETENTION_DAYS",
     "DUETIME_LOGIN_LOCKOUT_MINUTES",
+    "DUETIME_BREAKER_MIN_ATTEMPTS",
 )
 THROTTLE_KNOBS = (
     "DUETIME_AUTH_FAILURES_PER_MINUTE",
@@ -77,6 +78,7 @@ def duetime_settings(app_configs, **kwargs):
             )
         )
     errors.extend(_http_secret_errors())
+    errors.extend(_breaker_errors())
     return errors
 
 
@@ -203,6 +205,29 @@ def _retention_errors():
             )
         ]
     return []
+
+
+def _breaker_errors():
+    """The failure breaker (runs/breaker.py) reads whole minutes of rollups, and a percentage."""
+    errors = []
+    window = settings.DUETIME_BREAKER_WINDOW_SECONDS
+    if not isinstance(window, int) or isinstance(window, bool) or window < 60:
+        errors.append(
+            Error(
+                f"DUETIME_BREAKER_WINDOW_SECONDS must be a whole number of seconds, 60 or more, not {window!r}.",
+                id="duetime.E070",
+            )
+        )
+    percent = settings.DUETIME_BREAKER_FAILURE_PERCENT
+    if not isinstance(percent, int) or isinstance(percent, bool) or not 0 <= percent <= 100:
+        errors.append(
+            Error(
+                f"DUETIME_BREAKER_FAILURE_PERCENT must be a whole number from 0 to 100 (0 turns the breaker off), "
+                f"not {percent!r}.",
+                id="duetime.E071",
+            )
+        )
+    return errors
 
 
 def _default_jitter_errors():

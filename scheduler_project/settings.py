@@ -302,6 +302,12 @@ DUETIME_CANARY_QUEUE = env.str("DUETIME_CANARY_QUEUE", default="default")
 DUETIME_NOTIFY_RATE_LIMIT_MINUTES = env.int("DUETIME_NOTIFY_RATE_LIMIT_MINUTES", default=15)
 DUETIME_NOTIFY_TIMEOUT_SECONDS = env.float("DUETIME_NOTIFY_TIMEOUT_SECONDS", default=5.0)
 DUETIME_NOTIFY_RETENTION_DAYS = env.int("DUETIME_NOTIFY_RETENTION_DAYS", default=30)
+# The tenant-wide failure breaker (runs/breaker.py; docs/operations.md "Sharing fairly"): when more than
+# DUETIME_BREAKER_FAILURE_PERCENT of a tenant's attempts (at least DUETIME_BREAKER_MIN_ATTEMPTS of them) failed
+# over the last DUETIME_BREAKER_WINDOW_SECONDS, its retries wait (first attempts still run); 0 % turns it off.
+DUETIME_BREAKER_WINDOW_SECONDS = env.int("DUETIME_BREAKER_WINDOW_SECONDS", default=300)
+DUETIME_BREAKER_FAILURE_PERCENT = env.int("DUETIME_BREAKER_FAILURE_PERCENT", default=50)
+DUETIME_BREAKER_MIN_ATTEMPTS = env.int("DUETIME_BREAKER_MIN_ATTEMPTS", default=100)
 # Notification email (Django's MAILERS): EMAIL_URL is smtp://user:password@host:25, smtp+tls://...:587,
 # smtp+ssl://...:465 or consolemail:// (print instead of sending); DEFAULT_FROM_EMAIL is the sender.
 _mail = env.email_url("EMAIL_URL", default="smtp://localhost:25")

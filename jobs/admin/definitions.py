@@ -52,11 +52,12 @@ class TenantAdmin(TenantScopedAdmin):
         "max_concurrent_runs",
         "enqueue_rate_per_minute",
         "pause_state",
+        "breaker_state",
         "created_at",
     ]
     search_fields = ["name"]
     # Members and their roles are on the Members page (jobs/admin/members.py), through jobs.members.
-    readonly_fields = ["members_shown"]
+    readonly_fields = ["members_shown", "breaker_state"]
     actions = TENANT_ACTIONS
 
     def has_add_permission(self, request):
@@ -86,6 +87,15 @@ class TenantAdmin(TenantScopedAdmin):
             return format_html("{} every queue, since {} UTC", paused, f"{tenant.paused_at:%Y-%m-%d %H:%M}")
         queues = [p.queue for p in tenant.queue_pauses.all()]
         return format_html("{} queue {}", paused, ", ".join(queues)) if queues else "—"
+
+    @admin.display(description="failure breaker")
+    def breaker_state(self, tenant):
+        """Open (retries held, with the rate that opened it) or closed; runs.breaker opens and closes it."""
+        if tenant.breaker_opened_at is None:
+            return "closed"
+        opened = f"{tenant.breaker_opened_at:%Y-%m-%d %H:%M}"
+        detail = tenant.breaker_detail
+        return format_html("{} since {} UTC: retries wait ({})", status_text("open", {"open": "⚠"}), opened, detail)
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)

@@ -16,7 +16,7 @@ from jobs.admin.actions import _passed_over
 from jobs.audit import actor_for_user
 from jobs.models import JobDefinition, QueuePause
 from jobs.roles import OPERATE
-from runs import controls
+from runs import breaker, controls
 from runs.models import CLAIMABLE_STATES, Run
 from scheduler_project.admin.confirm import NoteForm, confirm_action
 from scheduler_project.admin.counts import capped_count
@@ -167,4 +167,38 @@ def _resume_effect(tenant, queue, missed):
     return f"resume {_scope_words(queue)}; {len(passed)} job(s) passed over {total}{'+' if len(missed) >= 200 else ''} occurrence(s), recorded as skipped"
 
 
-TENANT_ACTIONS = [pause_tenants, resume_tenants]
+@needs(OPERATE)
+@admin.action(description="Close the failure breaker of selected tenants (their retries run again)")
+def close_breakers(modeladmin, request, queryset):
+    def preview(qs, data):
+        tenants = list(qs[:1000])
+        opened = [t for t in tenants if t.breaker_opened_at is not None]
+        waiting = capped_count(Run.objects.filter(tenant__in=opened, state=Run.State.RETRY_WAIT))
+        return {
+            "lines": [
+                f"{len(opened)} tenant(s) have an open failure breaker; it closes now and is audited with your note.",
+                f"Their {waiting} run(s) waiting to retry become claimable as their backoff ends. Failures before now "
+                "no longer count: the breaker opens again only if a full new window fails as badly.",
+            ],
+            "rows": [(t, breaker.describe(t)) for t in tenants[:60]],
+            "blocked": not opened,
+        }
+
+    def perform(qs, data):
+        actor = actor_for_user(request.user)
+        closed = sum(breaker.close(t, actor=actor, note=data["note"]) for t in qs)
+        return f"Closed the failure breaker of {closed} tenant(s)."
+
+    return confirm_action(
+        modeladmin,
+        request,
+        queryset,
+        action="close_breakers",
+        title="Close failure breakers",
+        preview=preview,
+        perform=perform,
+        submit="Close the breakers",
+    )
+
+
+TENANT_ACTIONS = [pause_tenants, resume_tenants, close_breakers]

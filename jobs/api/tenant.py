@@ -7,6 +7,8 @@ for what it passed over. Pausing what is paused (or resuming what is not)
 changes nothing and answers the state as it is, like a job's pause.
 """
 
+from django.conf import settings
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -14,10 +16,23 @@ from rest_framework.response import Response
 from jobs import roles
 from jobs.models import QueuePause, Tenant
 from jobs.validation import QUEUE_RE
-from runs import controls
+from runs import breaker, controls
 from scheduler_project.api.endpoints import TeamEndpoint
 from scheduler_project.api.fields import Pattern, Text
 from scheduler_project.api.problems import problem_responses, validated
+
+
+class BreakerSerializer(serializers.Serializer):
+    open = serializers.BooleanField(read_only=True, help_text="True while the tenant's retries wait.")
+    opened_at = serializers.DateTimeField(read_only=True, allow_null=True, help_text="Since when; null if closed.")
+    detail = serializers.CharField(read_only=True, help_text="The failure rate that opened it; empty if closed.")
+    window_seconds = serializers.IntegerField(read_only=True, help_text="The window the rate is measured over.")
+    failure_percent = serializers.IntegerField(
+        read_only=True, help_text="It opens above this share of failed attempts (0: the breaker is off)."
+    )
+    min_attempts = serializers.IntegerField(read_only=True, help_text="... over at least this many attempts.")
+    attempts = serializers.IntegerField(read_only=True, help_text="Attempts in the current window.")
+    failures = serializers.IntegerField(read_only=True, help_text="Of which failed, timed out or lost their lease.")
 
 
 class TenantSerializer(serializers.Serializer):
@@ -28,6 +43,10 @@ class TenantSerializer(serializers.Serializer):
         child=serializers.DateTimeField(),
         read_only=True,
         help_text="Queues paused on their own, each with the instant it was paused.",
+    )
+    breaker = BreakerSerializer(
+        read_only=True,
+        help_text="The tenant-wide failure breaker: while open, retries wait and first attempts still run.",
     )
 
 
@@ -57,6 +76,21 @@ def state(tenant):
         "paused": tenant.paused_at is not None,
         "paused_at": tenant.paused_at,
         "paused_queues": {p.queue: p.paused_at for p in pauses},
+        "breaker": breaker_state(tenant),
+    }
+
+
+def breaker_state(tenant):
+    rate = breaker.rates(timezone.now(), [tenant.pk]).get(tenant.pk, breaker.Rate(0, 0))
+    return {
+        "open": tenant.breaker_opened_at is not None,
+        "opened_at": tenant.breaker_opened_at,
+        "detail": tenant.breaker_detail,
+        "window_seconds": settings.DUETIME_BREAKER_WINDOW_SECONDS,
+        "failure_percent": settings.DUETIME_BREAKER_FAILURE_PERCENT,
+        "min_attempts": settings.DUETIME_BREAKER_MIN_ATTEMPTS,
+        "attempts": rate.attempts,
+        "failures": rate.failures,
     }
 
 
@@ -105,3 +139,25 @@ class TenantResumeView(TeamEndpoint):
         jobs = controls.resume_tenant(tenant, actor=self.actor, queue=values["queue"], note=values["note"])
         body = {**state(tenant), "jobs_caught_up": len(jobs or [])}
         return Response(TenantResumeResultSerializer(body).data)
+
+
+class BreakerCloseSerializer(serializers.Serializer):
+    note = Text(max_length=2000, required=False, default="", allow_blank=True, help_text="Why, for the audit log.")
+
+
+class TenantCloseBreakerView(TeamEndpoint):
+    method_roles = {"POST": roles.OPERATE}
+
+    @extend_schema(
+        operation_id="tenant_close_breaker",
+        summary="Close the tenant's failure breaker: its retries are claimed again (audited)",
+        description="Failures before the close no longer count, so the breaker opens again only if the attempts "
+        "after it fail as badly over a whole window. Closing a closed breaker changes nothing.",
+        request=BreakerCloseSerializer,
+        responses={200: TenantSerializer, **problem_responses(400, 415)},
+    )
+    def post(self, request):
+        values = validated(BreakerCloseSerializer, request.data)
+        tenant = callers_tenant(request)
+        breaker.close(tenant, actor=self.actor, note=values["note"])
+        return Response(TenantSerializer(state(callers_tenant(request))).data)

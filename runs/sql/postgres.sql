@@ -132,6 +132,9 @@ WITH candidates AS (
         WHERE r.tenant_id = t.id AND r.queue = q.name AND r.priority = p.priority
           AND r.state IN ('scheduled', 'retry_wait') AND r.history_day = '9999-12-31'
           AND r.available_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+          -- The tenant's failure breaker (runs.breaker) holds its retries while open.
+          AND (r.state = 'scheduled'
+               OR NOT EXISTS (SELECT 1 FROM jobs_tenant bt WHERE bt.id = t.id AND bt.breaker_opened_at IS NOT NULL))
           -- A filter, not a join: a join lets the planner start from the jobs
           -- and sort every due run; this keeps the index order and the LIMIT.
           AND r.job_id NOT IN (SELECT jd.id FROM jobs_jobdefinition jd

@@ -87,6 +87,9 @@ FROM (
       AND r.queue IN (SELECT value FROM json_each(%(queues)s))
       AND r.tenant_id IN (SELECT value FROM json_each(%(tenants)s))
       AND NOT EXISTS (SELECT 1 FROM jobs_queuepause qp WHERE qp.tenant_id = r.tenant_id AND qp.queue = r.queue)
+      -- The tenant's failure breaker (runs.breaker) holds its retries while open.
+      AND (r.state = 'scheduled'
+           OR NOT EXISTS (SELECT 1 FROM jobs_tenant bt WHERE bt.id = r.tenant_id AND bt.breaker_opened_at IS NOT NULL))
 ) c
 WHERE c.turn <= %(per_tenant)s;
 

@@ -1,12 +1,14 @@
 """Limits that bound what one tenant takes from the others, with real worker processes.
 
-Dedicated pools (run_worker --tenants / --exclude-tenants). Real clock with generous bounds;
-waiting is a poll (tests/waiting.py).
+Dedicated pools (run_worker --tenants / --exclude-tenants) and the tenant failure breaker
+(runs.breaker, opened by a real run_scheduler from the rollups of a real worker's attempts).
+Real clock with generous bounds; waiting is a poll (tests/waiting.py).
 """
 
 import pytest
 
-from runs import enqueue
+from jobs.models import Tenant
+from runs import breaker, enqueue, shards
 from runs.models import Attempt, Run
 from tests.acceptance.test_processes import Processes
 from tests.waiting import wait_until
@@ -49,3 +51,37 @@ def test_a_dedicated_worker_never_claims_another_tenants_runs(acme, globex, make
         )
     assert workers_of(acme_runs + more_acme) == {"w-acme"}
     assert workers_of(globex_runs) == {"w-shared"}
+
+
+def test_the_breaker_opens_on_failures_holds_due_retries_not_first_attempts_and_an_operator_closes_it(
+    acme, make_job
+):
+    doomed = make_job(acme, "doomed", target_ref="tests.handlers.fail", overlap_policy="allow", max_attempts=2)
+    doomed.retry_base_seconds = doomed.retry_max_seconds = 15
+    doomed.save()
+    runs = [enqueue.enqueue(doomed, payload={"i": i})[0] for i in range(30)]
+    opened = lambda: Tenant.objects.get(pk=acme.pk).breaker_opened_at  # noqa: E731
+    with Processes() as fleet:
+        fleet.start("scheduler", "run_scheduler", DUETIME_BREAKER_MIN_ATTEMPTS=20)
+        fleet.start("worker", "run_worker", "--worker-id", "w-1")
+        wait_until(opened, message="the breaker to open")
+        wait_until(lambda: not Run.objects.filter(job=doomed, state="leased").exists(), message="in-flight attempts")
+        waiting = Run.objects.filter(job=doomed, state="retry_wait")
+        assert waiting.exists(), "some retries were still to come when it opened"
+        latest = max(waiting.values_list("available_at", flat=True))
+        wait_until(lambda: shards.database_now() > latest, message="every held retry to fall due")
+        attempts = Attempt.objects.filter(run__in=runs).count()
+        fresh, _ = enqueue.enqueue(make_job(acme, "fine"))
+        wait_until(lambda: Run.objects.get(pk=fresh.pk).state == "succeeded", message="a first attempt to run")
+        # The worker claimed after every held retry was due, and took only the first attempt.
+        assert Attempt.objects.filter(run__in=runs).count() == attempts
+        assert set(waiting.values_list("state", flat=True)) == {"retry_wait"}
+        held = waiting.count()
+
+        closed_at = shards.database_now()
+        assert breaker.close(Tenant.objects.get(pk=acme.pk), actor="user:alice", note="fixed") == 1
+        wait_until(
+            lambda: Attempt.objects.filter(run__in=runs, attempt=2, started_at__gte=closed_at).count() == held,
+            message="the held retries to run once it closed",
+        )
+    assert Tenant.objects.get(pk=acme.pk).breaker_reset_at is not None

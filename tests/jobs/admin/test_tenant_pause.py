@@ -86,3 +86,22 @@ def test_it_previews_a_resume_with_what_each_job_passed_over_and_resumes_from_th
 def test_it_acts_only_on_the_users_own_tenants(as_alice, acme, globex):
     confirm(as_alice, TENANTS, "pause_tenants", [globex.pk], queue="", note="")
     assert Tenant.objects.get(pk=globex.pk).paused_at is None
+
+
+def test_it_shows_an_open_failure_breaker_and_closes_it_with_an_audit_note(as_alice, acme, globex, wall_clock):
+    Tenant.objects.filter(pk__in=[acme.pk, globex.pk]).update(
+        breaker_opened_at=wall_clock.now, breaker_detail="75 % of 120 attempts failed over 5 min"
+    )
+    listed = as_alice.get(TENANTS).content.decode()
+    assert "retries wait (75 % of 120 attempts failed over 5 min)" in listed
+    page = as_alice.get(reverse("admin:jobs_tenant_change", args=[acme.pk])).content.decode()
+    assert "Failure breaker" in page and "retries wait" in page
+
+    preview = action(as_alice, TENANTS, "close_breakers", [acme.pk], post="preview").content.decode()
+    assert "1 tenant(s) have an open failure breaker" in preview
+    confirm(as_alice, TENANTS, "close_breakers", [acme.pk], note="upstream fixed")
+    assert Tenant.objects.get(pk=acme.pk).breaker_opened_at is None
+    assert Tenant.objects.get(pk=globex.pk).breaker_opened_at is not None
+    entry = AuditEntry.objects.get(action="breaker_close")
+    assert (entry.actor, entry.note, entry.tenant_id) == ("user:alice", "upstream fixed", acme.pk)
+    assert "closed" in as_alice.get(TENANTS).content.decode()

@@ -43,7 +43,8 @@ def test_it_pauses_one_queue_and_resumes_it_recording_what_its_jobs_passed_over(
 def test_it_pauses_only_the_callers_tenant_and_refuses_a_worker_token(api, acme_team, globex_team, acme_worker, globex):
     api.post("/v1/tenant:pause", token=acme_team, json={})
 
-    assert api.get("/v1/tenant", token=globex_team).json() == {
+    shown = api.get("/v1/tenant", token=globex_team).json()
+    assert {key: shown[key] for key in ("name", "paused", "paused_at", "paused_queues")} == {
         "name": "globex",
         "paused": False,
         "paused_at": None,
@@ -52,3 +53,22 @@ def test_it_pauses_only_the_callers_tenant_and_refuses_a_worker_token(api, acme_
     assert_problem(api.post("/v1/tenant:pause", token=acme_worker, json={}), 403, "forbidden")
     bad = api.post("/v1/tenant:pause", token=globex_team, json={"queue": "Reports!"})
     assert assert_problem(bad, 400, "validation-error")["errors"][0]["field"] == "queue"
+
+
+def test_it_shows_the_failure_breaker_and_an_operator_closes_it(api, acme_team, acme, globex):
+    from jobs.models import Tenant
+
+    opened = timezone.now().replace(microsecond=0)
+    Tenant.objects.filter(pk__in=[acme.pk, globex.pk]).update(
+        breaker_opened_at=opened, breaker_detail="80 % of 150 attempts failed over 5 min"
+    )
+    shown = api.get("/v1/tenant", token=acme_team).json()["breaker"]
+    closed = api.post("/v1/tenant:closeBreaker", token=acme_team, json={"note": "fixed the DNS"})
+
+    assert shown["open"] is True and shown["detail"] == "80 % of 150 attempts failed over 5 min"
+    assert (shown["window_seconds"], shown["failure_percent"], shown["min_attempts"]) == (300, 50, 100)
+    assert closed.status_code == 200, closed.text
+    assert closed.json()["breaker"]["open"] is False and closed.json()["breaker"]["opened_at"] is None
+    entry = AuditEntry.objects.get(action="breaker_close")
+    assert entry.tenant_id == acme.pk and entry.note == "fixed the DNS" and entry.actor.startswith("token:")
+    assert Tenant.objects.get(pk=globex.pk).breaker_opened_at is not None, "only the caller's tenant"

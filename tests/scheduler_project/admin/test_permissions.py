@@ -41,6 +41,7 @@ def state(tenant):
         "paused": (
             type(tenant).objects.get(pk=tenant.pk).paused_at,
             sorted(QueuePause.objects.filter(tenant=tenant).values_list("queue", flat=True)),
+            type(tenant).objects.get(pk=tenant.pk).breaker_opened_at,
         ),
         "tokens": sorted(ApiToken.objects.filter(tenant=tenant).values_list("name", "role", "revoked_at")),
         "members": sorted(Membership.objects.filter(tenant=tenant).values_list("user__username", "role")),
@@ -98,6 +99,10 @@ DOORS = {
         lambda c, s, k: confirm(
             c, reverse("admin:jobs_tenant_changelist"), "resume_tenants", [s["run"].tenant_id], queue="reports"
         ),
+    ),
+    "close the failure breaker": (
+        "operator",
+        lambda c, s, k: confirm(c, reverse("admin:jobs_tenant_changelist"), "close_breakers", [s["run"].tenant_id]),
     ),
     "cancel jobs": ("owner", lambda c, s, k: confirm(c, JOBS, "cancel_jobs", [s["nightly"].pk])),
     "adopt into code": ("owner", lambda c, s, k: confirm(c, JOBS, "adopt_into_code", [s["export"].pk])),

@@ -41,6 +41,7 @@ ENDPOINTS = [
     ("POST", "/v1/dlq/{other_letter}:discard", {}, "operator"),
     ("POST", "/v1/tenant:pause", {"queue": "default"}, "operator"),
     ("POST", "/v1/tenant:resume", {"queue": "reports"}, "operator"),
+    ("POST", "/v1/tenant:closeBreaker", {}, "operator"),
     ("PUT", "/v1/jobs/billing.new", on_demand(), "owner"),
     ("PUT", "/v1/jobs/billing.nightly", on_demand(), "owner"),
     ("DELETE", "/v1/jobs/billing.nightly", None, "owner"),
@@ -69,6 +70,7 @@ def story(acme, make_job, make_dead_letter, clock):
     failing = make_job(acme, "billing.failing")
     letter, other = make_dead_letter(failing, "boom"), make_dead_letter(make_job(acme, "billing.other"), "bang")
     QueuePause.objects.create(tenant=acme, queue="reports", paused_at=clock.now)
+    type(acme).objects.filter(pk=acme.pk).update(breaker_opened_at=clock.now, breaker_detail="90 % of 200 attempts")
     return {"run": run.pk, "letter": letter.pk, "other_letter": other.pk}
 
 
@@ -79,6 +81,7 @@ def state(tenant):
         "runs": sorted(Run.objects.filter(tenant=tenant).values_list("id", "state")),
         "letters": sorted(DeadLetter.objects.filter(tenant=tenant).values_list("id", "replayed_at", "discarded_at")),
         "pauses": sorted(QueuePause.objects.filter(tenant=tenant).values_list("queue", flat=True)),
+        "breaker": type(tenant).objects.get(pk=tenant.pk).breaker_opened_at,
         "audit": AuditEntry.objects.filter(tenant=tenant).count(),
         "keys": IdempotencyRecord.objects.filter(tenant=tenant).count(),
     }
