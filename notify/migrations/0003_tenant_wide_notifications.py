@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0009_tenant_failure_breaker'),
+        ('jobs', '0011_tenant_failure_breaker'),
         ('notify', '0002_cursor_last_at'),
     ]
 

@@ -53,9 +53,7 @@ def test_a_dedicated_worker_never_claims_another_tenants_runs(acme, globex, make
     assert workers_of(globex_runs) == {"w-shared"}
 
 
-def test_the_breaker_opens_on_failures_holds_due_retries_not_first_attempts_and_an_operator_closes_it(
-    acme, make_job
-):
+def test_the_breaker_opens_on_failures_holds_due_retries_not_first_attempts_and_an_operator_closes_it(acme, make_job):
     doomed = make_job(acme, "doomed", target_ref="tests.handlers.fail", overlap_policy="allow", max_attempts=2)
     doomed.retry_base_seconds = doomed.retry_max_seconds = 15
     doomed.save()

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0008_membership_roles_and_token_roles'),
+        ('jobs', '0010_http_target_method_headers_signing'),
     ]
 
     operations = [
