@@ -80,6 +80,10 @@ class Tenant(models.Model):
         indexes = [
             # scheduler_project.admin.scoping.paused_tenants: the portal's banner on every page.
             models.Index(fields=["paused_at"], name="tenant_paused", condition=Q(paused_at__isnull=False)),
+            # runs.breaker.tick, notify.events.breaker_rows, runs.metrics.snapshot: the tenants whose breaker is open.
+            models.Index(
+                fields=["breaker_opened_at"], name="tenant_breaker_open", condition=Q(breaker_opened_at__isnull=False)
+            ),
         ]
 
     def __str__(self):

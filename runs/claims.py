@@ -76,6 +76,7 @@ class Decision:
     lease: list = dataclasses.field(default_factory=list)  # run ids
     skip: list = dataclasses.field(default_factory=list)  # run ids skipped by overlap `forbid`
     replace: list = dataclasses.field(default_factory=list)  # (job_id, new run id): cancel the job's leases
+    capped: set = dataclasses.field(default_factory=set)  # (tenant_id, limit): due runs a limit held back
 
 
 class PriorityShares:
@@ -155,6 +156,8 @@ def choose(candidates, n, shares=None):
                 allowed[p].append(c)
                 tenant_used[c.tenant_id] += 1
                 job_used[c.job_id] += 1
+            elif verdict != "wait":  # a limit held it back: runs.metrics counts the time
+                decision.capped.add((c.tenant_id, verdict))
     quotas = (shares or PriorityShares()).split(n, [len(allowed[p]) for p in (0, 1, 2)])
     for p in (0, 1, 2):
         for c in allowed[p][: quotas[p]]:
@@ -165,18 +168,18 @@ def choose(candidates, n, shares=None):
 
 
 def _gate(c, tenant_used, job_used, started_jobs):
-    """'lease', 'skip' (overlap forbid) or 'wait' (a cap is full) for one candidate."""
+    """'lease', 'skip' (overlap forbid), the name of the limit that holds it back, or 'wait' (overlap order)."""
     scheduled = c.origin == "schedule"
     running = c.job_leased + job_used[c.job_id]
     if scheduled and c.overlap_policy == "forbid" and c.job_leased:
         return "skip"  # one is running now: this occurrence is passed over, with the reason
     if tenant_used[c.tenant_id] >= c.room:
-        return "wait"
+        return "max_concurrent_runs"
     limit = c.concurrency
     if scheduled and c.overlap_policy == "replace":
         running = job_used[c.job_id]  # the leased ones are about to be cancelled
     if limit is not None and running >= limit:
-        return "wait"
+        return "job_concurrency"
     if scheduled and c.overlap_policy != "allow":
         if c.job_id in started_jobs:
             # Its predecessor starts in this very batch (or may: quotas come
@@ -239,6 +242,7 @@ def claim(
         decision = choose(candidates, n, shares)
         _apply_policies(decision, now)
         metrics.skipped_for_overlap(candidates, decision.skip)
+        metrics.capped(decision.capped)
         if not decision.lease:
             return []
         leases = transitions.lease_runs(decision.lease, worker_id, lease_seconds, now=now)

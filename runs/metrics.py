@@ -157,6 +157,31 @@ def claimed(leases, candidates):
         observe_all(LATENESS.labels(names[tenant_id], _priority(prio)), values)
 
 
+TENANT_CAPPED = Counter(
+    "duetime_tenant_capped_seconds",
+    "Seconds a claimer found a tenant's due runs held back by one of its limits (max_concurrent_runs, "
+    "job_concurrency, ...): each claiming process adds the time since its previous claim, at most "
+    "CAPPED_INTERVAL_MAX, so max by (tenant, limit) of its rate is the share of time the tenant was held.",
+    ["tenant", "limit"],
+)
+CAPPED_INTERVAL_MAX = 1.0
+_last_claim = {"at": None}
+_claim_lock = threading.Lock()
+
+
+def capped(held):
+    """A claim held back due runs: `held` is a set of (tenant id, limit name). Called once per claim."""
+    now = time.monotonic()
+    with _claim_lock:
+        last, _last_claim["at"] = _last_claim["at"], now
+    if not held or last is None:
+        return
+    seconds = min(now - last, CAPPED_INTERVAL_MAX)
+    names = tenant_names({tenant_id for tenant_id, _limit in held})
+    for tenant_id, limit in held:
+        TENANT_CAPPED.labels(names[tenant_id], limit).inc(seconds)
+
+
 def observe_all(child, values):
     """Histogram.observe for each of `values`, with one lock per bucket touched instead of two per value.
 
@@ -296,6 +321,7 @@ class Snapshot:
     backlog: list  # (queue, priority name, ready runs, oldest ready age in seconds)
     open_dead_letters: dict  # tenant name -> open dead letters
     shards_owned: dict  # owner -> shards whose lease has not expired
+    open_breakers: list = dataclasses.field(default_factory=list)  # names of tenants whose failure breaker is open
 
 
 def ready_backlog(now):
@@ -340,7 +366,9 @@ def snapshot(now=None):
     names = tenant_names(letters)
     leases = ShardLease.objects.filter(name__startswith="shard-", expires_at__gt=now).exclude(owner="")
     owned = {r["owner"]: r["n"] for r in leases.order_by().values("owner").annotate(n=Count("name"))}
-    return Snapshot(backlog, {names[k]: v for k, v in letters.items()}, owned)
+    # tenant_breaker_open: the few tenants whose breaker is open.
+    breakers = sorted(Tenant.objects.filter(breaker_opened_at__isnull=False).values_list("name", flat=True))
+    return Snapshot(backlog, {names[k]: v for k, v in letters.items()}, owned, breakers)
 
 
 class DatabaseCollector:
@@ -369,6 +397,14 @@ class DatabaseCollector:
         for tenant, n in snap.open_dead_letters.items():
             dlq.add_metric([tenant], n)
         yield dlq
+        breakers = GaugeMetricFamily(
+            "duetime_tenant_breaker_open",
+            "1 for each tenant whose failure breaker is open (its retries wait; runs.breaker); others are absent.",
+            labels=["tenant"],
+        )
+        for tenant in snap.open_breakers:
+            breakers.add_metric([tenant], 1)
+        yield breakers
         owned = GaugeMetricFamily("duetime_shards_owned", "Shards whose lease each scheduler holds.", labels=["owner"])
         for owner, n in snap.shards_owned.items():
             owned.add_metric([owner], n)

@@ -20,6 +20,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from jobs import addresses, audit, jitter, quotas
 from jobs.admin.actions import JOB_ACTIONS, backfill_step
@@ -34,7 +35,7 @@ from jobs.quotas import QuotaExceeded
 from jobs.roles import OPERATE
 from jobs.validation import MAX_JITTER_SECONDS, MAX_JSON_DEPTH
 from notify.models import Notification
-from runs import presence, rollups
+from runs import limits, presence, rollups
 from runs.models import TERMINAL_STATES, Run
 from scheduler_project.admin import permissions, scoping
 from scheduler_project.admin.display import format_ms, schedule_words, status_text, zoned
@@ -57,7 +58,7 @@ class TenantAdmin(TenantScopedAdmin):
     ]
     search_fields = ["name"]
     # Members and their roles are on the Members page (jobs/admin/members.py), through jobs.members.
-    readonly_fields = ["members_shown", "breaker_state"]
+    readonly_fields = ["members_shown", "breaker_state", "limits_shown"]
     actions = TENANT_ACTIONS
 
     def has_add_permission(self, request):
@@ -87,6 +88,32 @@ class TenantAdmin(TenantScopedAdmin):
             return format_html("{} every queue, since {} UTC", paused, f"{tenant.paused_at:%Y-%m-%d %H:%M}")
         queues = [p.queue for p in tenant.queue_pauses.all()]
         return format_html("{} queue {}", paused, ", ".join(queues)) if queues else "—"
+
+    @admin.display(description="limits and use")
+    def limits_shown(self, tenant):
+        """Every quota, cap and limit of the tenant with its use now (runs.limits, as GET /v1/tenant answers)."""
+        if tenant.pk is None:
+            return "—"
+        rows = format_html_join(
+            "",
+            '<tr data-limit="{}"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
+            (
+                (
+                    u.name,
+                    u.name,
+                    u.scope,
+                    "—" if u.limit is None else u.limit,
+                    u.used,
+                    "at limit" if u.at_limit else "",
+                    f"{u.description} Enforced by: {u.enforced_by}.",
+                )
+                for u in limits.usage(tenant)
+            ),
+        )
+        head = (
+            "<tr><th>name</th><th>applies to</th><th>limit</th><th>used now</th><th></th><th>what it counts</th></tr>"
+        )
+        return format_html('<table class="dt-limits" data-testid="tenant-limits">{}{}</table>', mark_safe(head), rows)
 
     @admin.display(description="failure breaker")
     def breaker_state(self, tenant):

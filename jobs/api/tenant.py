@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from jobs import roles
 from jobs.models import QueuePause, Tenant
 from jobs.validation import QUEUE_RE
-from runs import breaker, controls
+from runs import breaker, controls, limits
 from scheduler_project.api.endpoints import TeamEndpoint
 from scheduler_project.api.fields import Pattern, Text
 from scheduler_project.api.problems import problem_responses, validated
@@ -35,6 +35,16 @@ class BreakerSerializer(serializers.Serializer):
     failures = serializers.IntegerField(read_only=True, help_text="Of which failed, timed out or lost their lease.")
 
 
+class LimitSerializer(serializers.Serializer):
+    name = serializers.CharField(read_only=True, help_text="The limit: a tenant quota's field name or a limit kind.")
+    scope = serializers.CharField(read_only=True, help_text='What it applies to: "tenant", "job NAME", ...')
+    limit = serializers.IntegerField(read_only=True, allow_null=True, help_text="The limit; null: none set.")
+    used = serializers.IntegerField(read_only=True, help_text="What the tenant uses of it now.")
+    at_limit = serializers.BooleanField(read_only=True, help_text="True while use has reached the limit.")
+    enforced_by = serializers.CharField(read_only=True, help_text="Where it is enforced: the doors or the claim.")
+    description = serializers.CharField(read_only=True)
+
+
 class TenantSerializer(serializers.Serializer):
     name = serializers.CharField(read_only=True)
     paused = serializers.BooleanField(read_only=True, help_text="True while the whole tenant is paused.")
@@ -47,6 +57,9 @@ class TenantSerializer(serializers.Serializer):
     breaker = BreakerSerializer(
         read_only=True,
         help_text="The tenant-wide failure breaker: while open, retries wait and first attempts still run.",
+    )
+    limits = LimitSerializer(
+        many=True, read_only=True, help_text="Every quota, cap and limit that applies to the tenant, with its use now."
     )
 
 
@@ -77,6 +90,7 @@ def state(tenant):
         "paused_at": tenant.paused_at,
         "paused_queues": {p.queue: p.paused_at for p in pauses},
         "breaker": breaker_state(tenant),
+        "limits": limits.usage(tenant),
     }
 
 

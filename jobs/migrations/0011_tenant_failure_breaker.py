@@ -25,4 +25,8 @@ class Migration(migrations.Migration):
             name='breaker_reset_at',
             field=models.DateTimeField(blank=True, editable=False, help_text='When an operator last closed the breaker: attempts before it no longer count.', null=True),
         ),
+        migrations.AddIndex(
+            model_name='tenant',
+            index=models.Index(condition=models.Q(('breaker_opened_at__isnull', False)), fields=['breaker_opened_at'], name='tenant_breaker_open'),
+        ),
     ]

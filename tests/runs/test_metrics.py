@@ -6,6 +6,7 @@ Counters are process-wide, so each test reads them before and after (`Delta`).
 import datetime as dt
 import logging
 import socket
+import time
 import urllib.request
 from collections import Counter as Tally
 
@@ -305,3 +306,31 @@ def test_it_serves_the_engine_metrics_on_loopback_unless_told_otherwise(settings
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_claim_that_a_limit_holds_back_counts_the_time_since_the_previous_claim(acme, globex, make_job, make_run, clock):
+    Tenant.objects.filter(pk=acme.pk).update(max_concurrent_runs=1)
+    capped = make_job(acme, "capped", overlap_policy="allow")
+    two_at_once = make_job(globex, "two", overlap_policy="allow", concurrency=2)
+    for i in range(3):
+        make_run(capped, due_at=clock.ago(seconds=10 + i))
+        make_run(two_at_once, due_at=clock.ago(seconds=10 + i))
+    tenant_cap = Delta("duetime_tenant_capped_seconds_total", tenant="acme", limit="max_concurrent_runs")
+    job_cap = Delta("duetime_tenant_capped_seconds_total", tenant="globex", limit="job_concurrency")
+    metrics._last_claim["at"] = time.monotonic() - 100  # the previous claim, long ago: counted up to 1 s
+
+    assert len(claims.claim(["default"], 10, "w-1", now=clock.now)) == 3
+
+    assert tenant_cap.moved == metrics.CAPPED_INTERVAL_MAX and job_cap.moved == metrics.CAPPED_INTERVAL_MAX
+    uncapped = Delta("duetime_tenant_capped_seconds_total", tenant="globex", limit="max_concurrent_runs")
+    claims.claim(["default"], 10, "w-1", now=clock.now)
+    assert uncapped.moved == 0
+
+
+def test_the_database_gauges_name_the_tenants_whose_breaker_is_open(acme, globex, clock):
+    Tenant.objects.filter(pk=acme.pk).update(breaker_opened_at=clock.now, breaker_detail="test")
+
+    samples = scrape(clock.now)
+
+    assert samples[("duetime_tenant_breaker_open", (("tenant", "acme"),))] == 1
+    assert ("duetime_tenant_breaker_open", (("tenant", "globex"),)) not in samples

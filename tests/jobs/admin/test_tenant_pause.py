@@ -105,3 +105,15 @@ def test_it_shows_an_open_failure_breaker_and_closes_it_with_an_audit_note(as_al
     entry = AuditEntry.objects.get(action="breaker_close")
     assert (entry.actor, entry.note, entry.tenant_id) == ("user:alice", "upstream fixed", acme.pk)
     assert "closed" in as_alice.get(TENANTS).content.decode()
+
+
+def test_the_tenant_page_lists_every_limit_with_its_use(as_alice, acme, make_job, make_run):
+    Tenant.objects.filter(pk=acme.pk).update(max_concurrent_runs=1)
+    make_run(make_job(acme, "sync", overlap_policy="allow"), state="leased")
+
+    page = as_alice.get(reverse("admin:jobs_tenant_change", args=[acme.pk])).content.decode()
+
+    assert 'data-testid="tenant-limits"' in page
+    row = page.split('<tr data-limit="max_concurrent_runs">')[1].split("</tr>")[0]
+    assert "<td>1</td><td>1</td><td>at limit</td>" in row
+    assert 'data-limit="failure_breaker"' in page and 'data-limit="max_pending_runs"' in page

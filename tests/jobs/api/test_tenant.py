@@ -72,3 +72,18 @@ def test_it_shows_the_failure_breaker_and_an_operator_closes_it(api, acme_team, 
     entry = AuditEntry.objects.get(action="breaker_close")
     assert entry.tenant_id == acme.pk and entry.note == "fixed the DNS" and entry.actor.startswith("token:")
     assert Tenant.objects.get(pk=globex.pk).breaker_opened_at is not None, "only the caller's tenant"
+
+
+def test_it_lists_every_limit_with_its_use(api, acme_team, acme, make_job, make_run):
+    make_run(make_job(acme, "sync", concurrency=2, overlap_policy="allow"), state="leased")
+
+    body = api.get("/v1/tenant", token=acme_team).json()
+
+    limits = {(row["name"], row["scope"]): row for row in body["limits"]}
+    assert {"max_definitions", "max_pending_runs", "enqueue_rate_per_minute", "max_concurrent_runs"} <= {
+        name for name, _scope in limits
+    }
+    assert limits[("max_concurrent_runs", "tenant")]["used"] == 1
+    job = limits[("job_concurrency", "job sync")]
+    assert (job["limit"], job["used"], job["at_limit"], job["enforced_by"]) == (2, 1, False, "claim")
+    assert limits[("failure_breaker", "tenant")]["limit"] == 50
