@@ -215,7 +215,7 @@ def _breaker_errors():
         errors.append(
             Error(
                 f"DUETIME_BREAKER_WINDOW_SECONDS must be a whole number of seconds, 60 or more, not {window!r}.",
-                id="duetime.E070",
+                id="duetime.E080",
             )
         )
     percent = settings.DUETIME_BREAKER_FAILURE_PERCENT
@@ -224,7 +224,7 @@ def _breaker_errors():
             Error(
                 f"DUETIME_BREAKER_FAILURE_PERCENT must be a whole number from 0 to 100 (0 turns the breaker off), "
                 f"not {percent!r}.",
-                id="duetime.E071",
+                id="duetime.E081",
             )
         )
     return errors

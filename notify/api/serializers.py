@@ -6,7 +6,9 @@ from notify.models import Notification
 
 
 class NotificationSerializer(serializers.ModelSerializer):
-    job = serializers.CharField(source="job.name", read_only=True)
+    job = serializers.CharField(
+        source="job.name", read_only=True, allow_null=True, help_text="null for a tenant-wide event (breaker_open)."
+    )
 
     class Meta:
         model = Notification
