@@ -82,14 +82,6 @@ def test_an_open_breaker_holds_the_tenants_retries_but_not_its_first_attempts(ac
     assert [lease.run_id for lease in claims.claim(["default"], 10, "w", now=NOW)] == [retry.pk]
 
 
-def test_a_tenant_with_only_held_retries_is_not_ready(acme, make_job, make_run):
-    job = make_job(acme, "sync", overlap_policy="allow")
-    make_run(job, state="retry_wait", due_at=NOW - dt.timedelta(minutes=1), attempt=1)
-    Tenant.objects.filter(pk=acme.pk).update(breaker_opened_at=NOW, breaker_detail="test")
-    params = {"queues": ["default"], "tenant": None, "kinds": None, "now": NOW}
-    assert claims.lock_ready_tenants(params) == []
-
-
 def test_it_closes_by_itself_a_window_after_opening_once_the_rate_falls(acme):
     minutes(acme, ago=1, failed=100)
     tick(NOW)
