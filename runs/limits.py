@@ -117,4 +117,3 @@ def _breaker(tenant, now):
         f"Failed attempts, % of {rate.attempts} over the last {settings.DUETIME_BREAKER_WINDOW_SECONDS} s "
         f"(opens above {percent} % of at least {settings.DUETIME_BREAKER_MIN_ATTEMPTS}); {state}.",
     )
-

@@ -22,7 +22,9 @@ def test_it_lists_every_quota_cap_and_limit_with_its_use(acme, globex, make_job,
 
     rows = by_name(limits.usage(acme, now=wall_clock.now + dt.timedelta(seconds=1)))
 
-    assert [(r.limit, r.used) for r in (rows[("max_definitions", "tenant")], rows[("max_concurrent_runs", "tenant")])] == [
+    assert [
+        (r.limit, r.used) for r in (rows[("max_definitions", "tenant")], rows[("max_concurrent_runs", "tenant")])
+    ] == [
         (3, 2),
         (2, 1),
     ]

@@ -308,7 +308,9 @@ def test_it_serves_the_engine_metrics_on_loopback_unless_told_otherwise(settings
         server.server_close()
 
 
-def test_a_claim_that_a_limit_holds_back_counts_the_time_since_the_previous_claim(acme, globex, make_job, make_run, clock):
+def test_a_claim_that_a_limit_holds_back_counts_the_time_since_the_previous_claim(
+    acme, globex, make_job, make_run, clock
+):
     Tenant.objects.filter(pk=acme.pk).update(max_concurrent_runs=1)
     capped = make_job(acme, "capped", overlap_policy="allow")
     two_at_once = make_job(globex, "two", overlap_policy="allow", concurrency=2)
