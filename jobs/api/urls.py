@@ -25,5 +25,5 @@ urlpatterns = [
     re_path(r"^tenant/stats$", insight.TenantStatsView.as_view(), name="api-tenant-stats"),
     re_path(r"^tenant:pause$", tenant.TenantPauseView.as_view(), name="api-tenant-pause"),
     re_path(r"^tenant:resume$", tenant.TenantResumeView.as_view(), name="api-tenant-resume"),
-    re_path(r"^tenant:closeBreaker$", tenant.TenantCloseBreakerView.as_view(), name="api-tenant-close-breaker"),
+    re_path(r"^tenant:close-breaker$", tenant.TenantCloseBreakerView.as_view(), name="api-tenant-close-breaker"),
 ]

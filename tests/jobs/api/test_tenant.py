@@ -63,7 +63,7 @@ def test_it_shows_the_failure_breaker_and_an_operator_closes_it(api, acme_team, 
         breaker_opened_at=opened, breaker_detail="80 % of 150 attempts failed over 5 min"
     )
     shown = api.get("/v1/tenant", token=acme_team).json()["breaker"]
-    closed = api.post("/v1/tenant:closeBreaker", token=acme_team, json={"note": "fixed the DNS"})
+    closed = api.post("/v1/tenant:close-breaker", token=acme_team, json={"note": "fixed the DNS"})
 
     assert shown["open"] is True and shown["detail"] == "80 % of 150 attempts failed over 5 min"
     assert (shown["window_seconds"], shown["failure_percent"], shown["min_attempts"]) == (300, 50, 100)

@@ -41,7 +41,7 @@ ENDPOINTS = [
     ("POST", "/v1/dlq/{other_letter}:discard", {}, "operator"),
     ("POST", "/v1/tenant:pause", {"queue": "default"}, "operator"),
     ("POST", "/v1/tenant:resume", {"queue": "reports"}, "operator"),
-    ("POST", "/v1/tenant:closeBreaker", {}, "operator"),
+    ("POST", "/v1/tenant:close-breaker", {}, "operator"),
     ("PUT", "/v1/jobs/billing.new", on_demand(), "owner"),
     ("PUT", "/v1/jobs/billing.nightly", on_demand(), "owner"),
     ("DELETE", "/v1/jobs/billing.nightly", None, "owner"),
