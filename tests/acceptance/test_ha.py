@@ -286,7 +286,7 @@ def test_two_failovers_under_load_lose_nothing_run_nothing_early_and_fence_every
         # A steady load: 3 runs a second for 35 s.
         patroni.django(LOAD.format(report=str(report), count=105, start=1, spacing=1 / 3, batch="steady"))
         for failover in (1, 2):
-            wait_until(lambda: patroni.roles() == {"leader", "sync_standby"}, timeout=60, message="a sync standby")
+            wait_until(lambda: patroni.roles() == {"leader", "sync_standby"}, timeout=120, message="a sync standby")
             wait_until(lambda: leases_after(moves, time.time() - 1), message="leases on the primary")
             batch = f"burst-{failover}"  # and a drain: 40 runs due at once
             patroni.django(LOAD.format(report=str(report), count=40, start=0, spacing=0, batch=batch))
