@@ -169,6 +169,57 @@ class QueuePause(models.Model):
         return f"{self.tenant.name}/{self.queue}"
 
 
+class QueueLimit(models.Model):
+    """A queue-wide limit: at most `max_running` runs leased at once across every worker, and at most
+    `max_starts` starts per `rate_per` (each calendar second or minute), enforced by the claim (runs.limits).
+
+    With a tenant, it bounds that tenant's runs on the queue; without one (superusers only), every
+    tenant's runs on the queue together. Empty fields: no such limit. The claim locks the rows that
+    apply to what it claims (SKIP LOCKED: a row another claim holds leaves that queue to it), so the
+    counts are race-free; `window_start`/`window_starts` are the rate's current window.
+    """
+
+    class Per(models.TextChoices):
+        SECOND = "second"
+        MINUTE = "minute"
+
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="queue_limits", db_index=False
+    )
+    queue = models.CharField(max_length=64, validators=[RegexValidator(QUEUE_RE)])
+    max_running = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Most runs of the queue leased at once; empty: no limit."
+    )
+    max_starts = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Most starts per second or minute; empty: no limit."
+    )
+    rate_per = models.CharField(max_length=6, choices=Per.choices, default=Per.SECOND)
+    window_start = models.DateTimeField(null=True, blank=True, editable=False)
+    window_starts = models.PositiveIntegerField(default=0, editable=False)
+
+    class Meta:
+        ordering = ["queue", "tenant"]
+        constraints = [
+            # runs.limits.lock: the rows of the claimed queues, the tenant's and the platform's.
+            models.UniqueConstraint(
+                fields=["queue", "tenant"], condition=Q(tenant__isnull=False), name="queuelimit_unique_per_tenant"
+            ),
+            models.UniqueConstraint(
+                fields=["queue"], condition=Q(tenant__isnull=True), name="queuelimit_unique_platform"
+            ),
+            models.CheckConstraint(
+                condition=Q(max_running__isnull=True) | Q(max_running__gte=1), name="queuelimit_running_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(max_starts__isnull=True) | Q(max_starts__gte=1), name="queuelimit_starts_positive"
+            ),
+            models.CheckConstraint(condition=Q(rate_per__in=["second", "minute"]), name="queuelimit_per_valid"),
+        ]
+
+    def __str__(self):
+        return f"{self.tenant.name if self.tenant_id else 'every tenant'}/{self.queue}"
+
+
 class ApiToken(models.Model):
     """A bearer secret. Only its SHA-256 is stored; the secret is shown once.
 
@@ -296,6 +347,16 @@ class JobDefinition(models.Model):
     concurrency = models.PositiveIntegerField(
         null=True, blank=True, help_text="Most runs leased at once; empty: no limit."
     )
+    # A concurrency group (runs.claims): jobs of one tenant naming the same key run at most
+    # `concurrency_group_limit` runs at once between them (1: a mutex); each job's start is held to its own limit.
+    concurrency_group = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="A group key shared with other jobs of this tenant; empty: no group.",
+    )
+    concurrency_group_limit = models.PositiveIntegerField(
+        default=1, help_text="Most runs of the group's jobs leased at once when this job starts (1: a mutex)."
+    )
     target_kind = models.CharField(max_length=10, choices=TargetKind.choices, default=TargetKind.PYTHON)
     target_ref = models.CharField(max_length=2000, blank=True)
     payload = models.JSONField(default=dict, blank=True)
@@ -385,6 +446,7 @@ class JobDefinition(models.Model):
             models.CheckConstraint(
                 condition=Q(concurrency__isnull=True) | Q(concurrency__gte=1), name="job_concurrency_positive"
             ),
+            models.CheckConstraint(condition=Q(concurrency_group_limit__gte=1), name="job_group_limit_positive"),
             models.CheckConstraint(condition=Q(jitter_seconds__lte=3600), name="job_jitter_at_most_1h"),
             models.CheckConstraint(condition=Q(shard__gte=0, shard__lt=SHARDS), name="job_shard_range"),
             models.CheckConstraint(

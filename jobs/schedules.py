@@ -66,6 +66,8 @@ FIELDS = {
     "retry_base_seconds": "retry.base_seconds",
     "retry_max_seconds": "retry.max_seconds",
     "concurrency": "concurrency",
+    "concurrency_group": "concurrency_group",
+    "concurrency_group_limit": "concurrency_group_limit",
     "overlap_policy": "overlap_policy",
     "payload": "payload",
     "owner_email": "owner.email",

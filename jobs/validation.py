@@ -256,6 +256,10 @@ def _check_limits(job):
         yield "timeout_seconds", f"must be between 1 and {MAX_TIMEOUT_SECONDS} seconds (6 h)"
     if job.concurrency is not None and job.concurrency < 1:
         yield "concurrency", "must be at least 1, or empty for no limit"
+    if job.concurrency_group and not re.fullmatch(QUEUE_RE, job.concurrency_group):
+        yield "concurrency_group", "must be lower-case letters, digits, '.', '_' or '-' (like a queue name), or empty"
+    if (job.concurrency_group_limit or 0) < 1:
+        yield "concurrency_group_limit", "must be at least 1"
     if job.priority not in Priority.values:
         yield "priority", "must be critical, default or bulk"
 

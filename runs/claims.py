@@ -36,7 +36,7 @@ from collections import Counter, defaultdict
 from django.conf import settings
 from django.db import OperationalError, transaction
 
-from runs import metrics, sql, transitions
+from runs import limits, metrics, sql, transitions
 
 PRIORITY_SHARES = (0.70, 0.25, 0.05)  # critical, default, bulk
 # PostgreSQL: how long a claim waits for a row lock (it waits only when every
@@ -69,6 +69,9 @@ class Candidate:
     overlap_policy: str
     job_leased: int
     room: int
+    queue: str = "default"
+    group: str = ""  # the job's concurrency group ("" none) and its limit (runs.limits)
+    group_limit: int = 1
 
 
 @dataclasses.dataclass
@@ -133,11 +136,12 @@ def round_robin(candidates):
     return [k[-1] for k in sorted(keyed, key=lambda k: k[:3])]
 
 
-def choose(candidates, n, shares=None):
+def choose(candidates, n, shares=None, gates=None):
     """Decide which locked candidates to lease (at most n), skip or replace.
 
     `shares` carries the priority split from claim to claim (a fresh split
-    per batch when None).
+    per batch when None); `gates` (runs.limits.Gates) the queue limits and
+    concurrency groups that apply (None: none).
     """
     decision = Decision()
     tenant_used, job_used = Counter(), Counter()
@@ -150,6 +154,10 @@ def choose(candidates, n, shares=None):
     for p in (0, 1, 2):
         for c in eligible[p]:
             verdict = _gate(c, tenant_used, job_used, started_jobs)
+            if verdict == "lease" and gates is not None:
+                verdict = gates.verdict(c) or "lease"
+                if verdict == "lease":
+                    gates.take(c)
             if verdict == "skip":
                 decision.skip.append(c.id)
             elif verdict == "lease":
@@ -239,13 +247,15 @@ def claim(
         # locking n per tenant would lock (and read) len(tenants) times the batch.
         per_tenant = -(-n // len(tenants))
         candidates = claim_candidates({**params, "tenants": tenants, "per_tenant": per_tenant})
-        decision = choose(candidates, n, shares)
+        bounds = limits.gates(candidates, now)
+        decision = choose(candidates, n, shares, bounds)
         _apply_policies(decision, now)
         metrics.skipped_for_overlap(candidates, decision.skip)
         metrics.capped(decision.capped)
         if not decision.lease:
             return []
         leases = transitions.lease_runs(decision.lease, worker_id, lease_seconds, now=now)
+        bounds.record(leases)
         metrics.claimed(leases, candidates)
         return leases
 

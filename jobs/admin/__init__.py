@@ -5,6 +5,7 @@ from jobs.admin import (  # noqa: F401
     definitions,
     drift,
     members,
+    queue_limits,
     schedule_views,
     signing_secret,
     tenant_pause,

@@ -201,6 +201,8 @@ class JobDefinitionForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._optional_http_fields()
+        if "concurrency_group_limit" in self.fields:  # left empty: 1, a mutex (the model's default)
+            self.fields["concurrency_group_limit"].required = False
         job = self.instance
         if job.pk is not None:
             self.fields["jitter_seconds"].help_text = (
@@ -228,6 +230,10 @@ class JobDefinitionForm(forms.ModelForm):
             job.jitter_seconds, job.jitter_is_default = None, True
         else:
             job.jitter_seconds, job.jitter_is_default = seconds, False
+
+    def clean_concurrency_group_limit(self):
+        value = self.cleaned_data.get("concurrency_group_limit")
+        return 1 if value is None else value
 
     def clean(self):
         data = super().clean()
@@ -296,7 +302,19 @@ class JobDefinitionAdmin(TenantScopedAdmin):
         ),
         (
             "Execution",
-            {"fields": ["target_kind", "target_ref", "payload", "queue", "priority", "timeout_seconds", "concurrency"]},
+            {
+                "fields": [
+                    "target_kind",
+                    "target_ref",
+                    "payload",
+                    "queue",
+                    "priority",
+                    "timeout_seconds",
+                    "concurrency",
+                    "concurrency_group",
+                    "concurrency_group_limit",
+                ]
+            },
         ),
         (
             "HTTP call",

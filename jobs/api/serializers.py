@@ -288,6 +288,20 @@ class JobSerializer(serializers.Serializer):
     timeout_seconds = Integer(min_value=1, max_value=6 * 3600, default=900)
     retry = RetrySerializer(source="*", required=False)
     concurrency = Integer(min_value=1, max_value=2**31 - 1, allow_null=True, default=None)
+    concurrency_group = Text(
+        max_length=64,
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="A group key shared with other jobs of the tenant: together they run at most "
+        "concurrency_group_limit runs at once (1: never two at the same time). Empty: no group.",
+    )
+    concurrency_group_limit = Integer(
+        min_value=1,
+        max_value=2**31 - 1,
+        default=1,
+        help_text="This job starts a run only while fewer than this many runs of its group run; default 1.",
+    )
     overlap_policy = serializers.ChoiceField(
         JobDefinition.OverlapPolicy.values, default=JobDefinition.OverlapPolicy.FORBID
     )

@@ -117,7 +117,8 @@ FOR NO KEY UPDATE OF t;
 -- runs of paused or cancelled jobs stay where they are).
 -- SKIP LOCKED passes over runs that a cancel or the reaper holds. Returns each
 -- candidate with its tenant's free room and, only for jobs with a limit or an
--- overlap policy, the count of the job's leased runs. `kinds` (NULL: all)
+-- overlap policy, the count of the job's leased runs; then the run's queue and the job's concurrency
+-- group, for the queue and group limits (runs.limits). `kinds` (NULL: all)
 -- leaves the runs of other target kinds to their own consumers. A queue the
 -- tenant paused (a jobs_queuepause row) is left out before its probes run;
 -- lock_ready_tenants already left out tenants paused as a whole.
@@ -127,7 +128,7 @@ WITH candidates AS (
     CROSS JOIN unnest(%(queues)s::text[]) AS q(name)
     CROSS JOIN (VALUES (0), (1), (2)) AS p(priority)
     CROSS JOIN LATERAL (
-        SELECT r.id, r.tenant_id, r.job_id, r.priority, r.origin, r.available_at
+        SELECT r.id, r.tenant_id, r.job_id, r.priority, r.origin, r.available_at, r.queue
         FROM runs_run r
         WHERE r.tenant_id = t.id AND r.queue = q.name AND r.priority = p.priority
           AND r.state IN ('scheduled', 'retry_wait') AND r.history_day = '9999-12-31'
@@ -155,7 +156,7 @@ rooms AS MATERIALIZED (
     WHERE t.id = ANY(%(tenants)s::bigint[])
 ),
 gates AS MATERIALIZED (
-    SELECT j.id AS job_id, j.concurrency, j.overlap_policy,
+    SELECT j.id AS job_id, j.concurrency, j.overlap_policy, j.concurrency_group, j.concurrency_group_limit,
            CASE WHEN j.concurrency IS NOT NULL OR j.overlap_policy <> 'allow'
                 THEN (SELECT count(*) FROM runs_run l
                       WHERE l.tenant_id = j.tenant_id AND l.job_id = j.id AND l.state = 'leased'
@@ -165,7 +166,8 @@ gates AS MATERIALIZED (
     WHERE j.id IN (SELECT DISTINCT job_id FROM candidates)
 )
 SELECT c.id, c.tenant_id, c.job_id, c.priority, c.origin, c.available_at,
-       g.concurrency, g.overlap_policy, g.job_leased, rm.room
+       g.concurrency, g.overlap_policy, g.job_leased, rm.room,
+       c.queue, g.concurrency_group, g.concurrency_group_limit
 FROM candidates c
 JOIN gates g ON g.job_id = c.job_id
 JOIN rooms rm ON rm.tenant_id = c.tenant_id;

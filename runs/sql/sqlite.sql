@@ -67,7 +67,8 @@ ORDER BY t.id;
 -- name: claim_candidates
 -- claims.claim_candidates (claims.claim): up to %(per_tenant)s due runs per (tenant,
 -- queue, priority) of active jobs, oldest first, with the tenant's free room
--- and, for jobs with a limit or an overlap policy, the count of their leased runs.
+-- and, for jobs with a limit or an overlap policy, the count of their leased runs; then the run's queue
+-- and the job's concurrency group, for the queue and group limits (runs.limits).
 -- `kinds` (NULL: all) leaves the runs of other target kinds to their own consumers.
 -- Runs of a queue the tenant paused (a jobs_queuepause row) are left out.
 SELECT c.id, c.tenant_id, c.job_id, c.priority, c.origin, c.available_at, c.concurrency, c.overlap_policy,
@@ -75,9 +76,11 @@ SELECT c.id, c.tenant_id, c.job_id, c.priority, c.origin, c.available_at, c.conc
             THEN (SELECT count(*) FROM runs_run l WHERE l.tenant_id = c.tenant_id AND l.job_id = c.job_id AND l.state = 'leased')
             ELSE 0 END,
        (SELECT t.max_concurrent_runs FROM jobs_tenant t WHERE t.id = c.tenant_id)
-         - (SELECT count(*) FROM runs_run l WHERE l.tenant_id = c.tenant_id AND l.state = 'leased')
+         - (SELECT count(*) FROM runs_run l WHERE l.tenant_id = c.tenant_id AND l.state = 'leased'),
+       c.queue, c.concurrency_group, c.concurrency_group_limit
 FROM (
     SELECT r.id, r.tenant_id, r.job_id, r.priority, r.origin, r.available_at, j.concurrency, j.overlap_policy,
+           r.queue, j.concurrency_group, j.concurrency_group_limit,
            row_number() OVER (PARTITION BY r.tenant_id, r.queue, r.priority ORDER BY r.available_at, r.id) AS turn
     FROM runs_run r
     JOIN jobs_jobdefinition j ON j.id = r.job_id AND j.status = 'active'

@@ -1,13 +1,17 @@
 """Limits that bound what one tenant takes from the others, with real worker processes.
 
-Dedicated pools (run_worker --tenants / --exclude-tenants) and the tenant failure breaker
-(runs.breaker, opened by a real run_scheduler from the rollups of a real worker's attempts).
+Dedicated pools (run_worker --tenants / --exclude-tenants), the tenant failure breaker
+(runs.breaker, opened by a real run_scheduler from the rollups of a real worker's attempts), and
+the queue limits and concurrency groups (runs.limits) across two real workers, checked from the
+attempt rows.
 Real clock with generous bounds; waiting is a poll (tests/waiting.py).
 """
 
+from collections import Counter
+
 import pytest
 
-from jobs.models import Tenant
+from jobs.models import QueueLimit, Tenant
 from runs import breaker, enqueue, shards
 from runs.models import Attempt, Run
 from tests.acceptance.test_processes import Processes
@@ -83,3 +87,68 @@ def test_the_breaker_opens_on_failures_holds_due_retries_not_first_attempts_and_
             message="the held retries to run once it closed",
         )
     assert Tenant.objects.get(pk=acme.pk).breaker_reset_at is not None
+
+
+def two_workers(fleet, slots=8):
+    fleet.start("w-1", "run_worker", "--worker-id", "w-1", "--concurrency", str(slots))
+    fleet.start("w-2", "run_worker", "--worker-id", "w-2", "--concurrency", str(slots))
+
+
+def all_succeed(runs, fleet):
+    ids = [run.pk for run in runs]
+    wait_until(
+        lambda: Run.objects.filter(pk__in=ids, state="succeeded").count() == len(ids),
+        timeout=120,
+        message=f"{len(ids)} runs to succeed",
+    )
+    return list(Attempt.objects.filter(run__in=ids).order_by("started_at"))
+
+
+def most_at_once(attempts):
+    """The most attempts that overlapped at any instant (an end at the instant of a start does not overlap)."""
+    events = sorted([(a.started_at, 1) for a in attempts] + [(a.ended_at, -1) for a in attempts])
+    running = most = 0
+    for _at, step in events:
+        running += step
+        most = max(most, running)
+    return most
+
+
+def sleepers(tenant, make_job, name, count, seconds=0.2, **fields):
+    job = make_job(tenant, name, target_ref="tests.handlers.sleep", overlap_policy="allow", **fields)
+    return [enqueue.enqueue(job, payload={"seconds": seconds})[0] for _ in range(count)]
+
+
+def test_a_queue_limit_holds_two_workers_to_3_running_together(acme, make_job):
+    QueueLimit.objects.create(tenant=acme, queue="default", max_running=3)
+    runs = sleepers(acme, make_job, "sync", 24)
+    with Processes() as fleet:
+        two_workers(fleet, slots=2)  # 4 slots between them: only the queue limit holds them to 3
+        attempts = all_succeed(runs, fleet)
+    assert {a.worker_id for a in attempts} == {"w-1", "w-2"}, "both workers took part"
+    assert most_at_once(attempts) == 3, "never more than 3 across the two workers, and the cap was used"
+
+
+def test_a_rate_limit_holds_two_workers_to_5_starts_a_second(acme, make_job):
+    QueueLimit.objects.create(tenant=None, queue="default", max_starts=5, rate_per="second")
+    runs = sleepers(acme, make_job, "ping", 25, seconds=0.01)
+    with Processes() as fleet:
+        two_workers(fleet)
+        attempts = all_succeed(runs, fleet)
+    per_second = Counter(a.started_at.replace(microsecond=0) for a in attempts)
+    assert max(per_second.values()) <= 5, per_second
+    assert len(per_second) >= 5, "25 starts at 5 a second take at least 5 calendar seconds"
+
+
+def test_a_concurrency_group_of_1_never_overlaps_two_jobs_attempts_across_two_workers(acme, make_job):
+    runs = sleepers(acme, make_job, "nightly", 8, seconds=0.1, concurrency_group="warehouse")
+    runs += sleepers(acme, make_job, "report", 8, seconds=0.1, concurrency_group="warehouse")
+    free = sleepers(acme, make_job, "free", 8, seconds=0.1)  # not in the group: runs beside it
+    with Processes() as fleet:
+        two_workers(fleet)
+        attempts = all_succeed(runs, fleet)
+        beside = all_succeed(free, fleet)
+    for before, after in zip(attempts, attempts[1:]):
+        assert after.started_at >= before.ended_at, f"attempts of runs {before.run_id} and {after.run_id} overlap"
+    assert {a.worker_id for a in attempts + beside} == {"w-1", "w-2"}
+    assert most_at_once(attempts + beside) > 1, "the group held only its own jobs"

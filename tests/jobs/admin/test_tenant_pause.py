@@ -117,3 +117,19 @@ def test_the_tenant_page_lists_every_limit_with_its_use(as_alice, acme, make_job
     row = page.split('<tr data-limit="max_concurrent_runs">')[1].split("</tr>")[0]
     assert "<td>1</td><td>1</td><td>at limit</td>" in row
     assert 'data-limit="failure_breaker"' in page and 'data-limit="max_pending_runs"' in page
+
+
+def test_queue_limits_are_set_by_superusers_and_audited(as_alice, client, acme, django_user_model):
+    from jobs.models import QueueLimit
+
+    add = reverse("admin:jobs_queuelimit_add")
+    refused = as_alice.post(add, {"tenant": acme.pk, "queue": "default", "max_running": 2, "rate_per": "second"})
+    assert refused.status_code == 403 and not QueueLimit.objects.exists()
+
+    root = django_user_model.objects.create_superuser("root", password="root-pass-123")
+    client.force_login(root)
+    made = client.post(add, {"tenant": "", "queue": "mail", "max_starts": 10, "rate_per": "minute"})
+    assert made.status_code == 302, made.content.decode()[:2000]
+    limit = QueueLimit.objects.get()
+    assert (limit.tenant, limit.queue, limit.max_starts, limit.rate_per) == (None, "mail", 10, "minute")
+    assert AuditEntry.objects.filter(action="create", object_type="jobs.queuelimit").exists()

@@ -87,3 +87,20 @@ def test_it_lists_every_limit_with_its_use(api, acme_team, acme, make_job, make_
     job = limits[("job_concurrency", "job sync")]
     assert (job["limit"], job["used"], job["at_limit"], job["enforced_by"]) == (2, 1, False, "claim")
     assert limits[("failure_breaker", "tenant")]["limit"] == 50
+
+
+def test_a_job_names_its_concurrency_group_and_the_tenant_sees_the_group(api, acme_team, acme):
+    from tests.fixtures.api import on_demand
+
+    made = api.put(
+        "/v1/jobs/billing.load",
+        token=acme_team,
+        json=on_demand(concurrency_group="warehouse", concurrency_group_limit=1),
+    )
+    bad = api.put("/v1/jobs/billing.bad", token=acme_team, json=on_demand(concurrency_group="Ware House!"))
+
+    assert made.status_code in (200, 201), made.text
+    assert (made.json()["concurrency_group"], made.json()["concurrency_group_limit"]) == ("warehouse", 1)
+    assert assert_problem(bad, 400, "validation-error")["errors"][0]["field"] == "concurrency_group"
+    limits = {(row["name"], row["scope"]): row for row in api.get("/v1/tenant", token=acme_team).json()["limits"]}
+    assert limits[("concurrency_group", "group warehouse")]["limit"] == 1
