@@ -82,7 +82,7 @@ class WindowListView(TeamEndpoint):
         operation_id="windows_list",
         summary="The tenant's maintenance windows",
         parameters=PAGE_PARAMETERS,
-        responses={200: page_of(WindowSerializer, "WindowPage")},
+        responses={200: page_of(WindowSerializer, "WindowPage"), **problem_responses(400)},
     )
     def get(self, request):
         page = CursorPage()
@@ -137,7 +137,7 @@ class CalendarListView(TeamEndpoint):
         operation_id="calendars_list",
         summary="The tenant's business-day calendars",
         parameters=PAGE_PARAMETERS,
-        responses={200: page_of(CalendarSerializer, "CalendarPage")},
+        responses={200: page_of(CalendarSerializer, "CalendarPage"), **problem_responses(400)},
     )
     def get(self, request):
         page = CursorPage()
