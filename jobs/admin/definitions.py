@@ -213,8 +213,10 @@ class JobDefinitionForm(forms.ModelForm):
 
     def _optional_http_fields(self):
         # Left out of a form posted without them (a script, an older page): the defaults, as for the API's body.
-        self.fields["http_method"].required = False
-        self.fields["http_headers"].required = False
+        # A viewer's read-only page has neither field.
+        for name in ("http_method", "http_headers"):
+            if name in self.fields:
+                self.fields[name].required = False
 
     def clean_http_method(self):
         return self.cleaned_data.get("http_method") or JobDefinition.HttpMethod.POST
