@@ -46,7 +46,7 @@ from django.utils import timezone
 
 from calendars import blackouts, zones
 from calendars.models import Window, ZoneVersion
-from jobs import audit, cron, occurrences
+from jobs import audit, cron, jitter, occurrences
 from jobs.models import AuditEntry, JobDefinition
 from runs import transitions
 from runs.enqueue import build_runs, insert_runs, skipped_rows
@@ -322,9 +322,9 @@ def _apply(moves, change, row, now, actor):
 
 def _rows(move, windows, now):
     job = move.job
-    jitter = dt.timedelta(seconds=cron.stable_jitter(job.tenant.name, job.name, job.jitter_seconds))
+    offset = dt.timedelta(seconds=jitter.stable_jitter(job.tenant.name, job.name, job.jitter_seconds))
     walk = blackouts.Walk.of(job)
-    held = blackouts.hold(move.inserted, walk, windows, settings.DUETIME_MISSED_RUN_CAP, jitter=jitter)
+    held = blackouts.hold(move.inserted, walk, windows, settings.DUETIME_MISSED_RUN_CAP, jitter=offset)
     due = sorted([*held.free, *(t for t in held.held if t in move.inserted)])
     rows = build_runs(job, due)
     for run in rows:
