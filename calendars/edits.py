@@ -58,7 +58,9 @@ def save_window(window, *, actor, note="", validate=True):
 @transaction.atomic
 def delete_windows(windows, *, actor, note=""):
     """Delete the windows of `windows` (a queryset); one audit entry each with what it was. Returns how many."""
-    gone = list(windows.select_for_update())
+    # Locked through a plain query by id: the caller's queryset may join nullable relations (the portal's list
+    # selects job and calendar), which PostgreSQL cannot lock FOR UPDATE.
+    gone = list(Window.objects.select_for_update().filter(pk__in=windows.values("pk")).select_related("tenant"))
     for window in gone:
         audit.record(actor, "delete", window, tenant=window.tenant, detail=window_snapshot(window), note=note)
     Window.objects.filter(pk__in=[w.pk for w in gone]).delete()
@@ -84,7 +86,7 @@ def save_calendar(calendar, *, actor, note="", validate=True):
 @transaction.atomic
 def delete_calendars(calendars, *, actor, note=""):
     """Delete the calendars of `calendars` (a queryset) and the windows that use them; audited. Returns how many."""
-    gone = list(calendars.select_for_update())
+    gone = list(Calendar.objects.select_for_update().filter(pk__in=calendars.values("pk")).select_related("tenant"))
     for calendar in gone:
         delete_windows(
             Window.objects.filter(calendar=calendar), actor=actor, note=f"its calendar {calendar} was deleted"

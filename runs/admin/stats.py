@@ -1,7 +1,7 @@
 """The numbers behind the dashboards, each read so it stays fast with 10 million runs.
 
-- Lateness percentiles come from the rollups (runs.rollups, summarised by
-  runs.rollups), never from raw attempts.
+- Lateness percentiles come from the rollups (runs.rollups, which also
+  summarises them), never from raw attempts.
 - Live states (scheduled, ready, leased, retry_wait) are counted through the
   partial indexes run_claimable and run_leased_by_owner, which hold only
   unfinished runs, with the portal's one capped count
