@@ -311,7 +311,15 @@ def replay(dead_letter, *, actor, note="", now=None):
 
 def replay_many(dead_letters, *, actor, note="", now=None):
     """transitions.replay_many and its audit, in one transaction. Returns those replayed
-    (jobs.permissions.Revoked: none)."""
+    (jobs.permissions.Revoked: none).
+
+    A letter a concurrent replay or discard closed meanwhile has moved to its history partition under
+    this one's lock: the whole step runs once more and passes it over (transitions.again_if_moved).
+    """
+    return transitions.again_if_moved(_replay_many, dead_letters, actor, note, now)
+
+
+def _replay_many(dead_letters, actor, note, now):
     with transaction.atomic():
         letters = transitions.replay_many(dead_letters, actor=actor, now=now)
         audit.record_many(actor, "replay", letters, note=note)
@@ -324,7 +332,12 @@ def discard(dead_letter, *, actor, note="", now=None):
 
 
 def discard_many(dead_letters, *, actor, note="", now=None):
-    """transitions.discard_many and its audit, in one transaction. Returns those discarded."""
+    """transitions.discard_many and its audit, in one transaction. Returns those discarded
+    (once more if a concurrent close moved a letter under it, as `replay_many`)."""
+    return transitions.again_if_moved(_discard_many, dead_letters, actor, note, now)
+
+
+def _discard_many(dead_letters, actor, note, now):
     with transaction.atomic():
         letters = transitions.discard_many(dead_letters, actor=actor, now=now)
         audit.record_many(actor, "discard", letters, note=note)

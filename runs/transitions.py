@@ -168,6 +168,10 @@ def _again_if_moved(step, *args, **kwargs):
         return step(*args, **kwargs)
 
 
+# For a caller that owns the transaction around several moves (runs.controls): the same retry, around it all.
+again_if_moved = _again_if_moved
+
+
 @dataclasses.dataclass(frozen=True)
 class Lease:
     """What a worker needs to execute one claimed attempt and complete it."""

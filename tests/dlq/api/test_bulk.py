@@ -72,3 +72,29 @@ def test_a_viewer_may_not_replay_in_bulk(api, acme, letters):
 
     viewer = issue(acme, "team", role="viewer")
     assert_problem(api.post("/v1/dlq:replay", token=viewer, json={"dry_run": True}), 403, "insufficient-role")
+
+
+def test_a_bulk_replay_and_a_bulk_discard_at_once_close_each_letter_once(
+    api, acme, acme_team, make_job, make_dead_letter
+):
+    """Concurrent closes move letters to their history partition under each other's locks (PostgreSQL): the
+    loser's step runs again and passes them over; no 500, each letter closed by exactly one of them."""
+    import threading
+
+    job = make_job(acme, "billing.export")
+    letters = [make_dead_letter(job) for _ in range(30)]
+    answers = {}
+
+    def close(move):
+        answers[move] = api.post(f"/v1/dlq:{move}", token=acme_team, json={}, timeout=60)
+
+    threads = [threading.Thread(target=close, args=(move,)) for move in ("replay", "discard")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert {move: answer.status_code for move, answer in answers.items()} == {"replay": 200, "discard": 200}
+    changed = answers["replay"].json()["letters"] + answers["discard"].json()["letters"]
+    assert sorted(changed) == sorted(letter.pk for letter in letters), "each letter closed once, by one of them"
+    assert not DeadLetter.objects.filter(replayed_at__isnull=True, discarded_at__isnull=True).exists()

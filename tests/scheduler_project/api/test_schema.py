@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 
 from jobs.models import ApiToken
 from tests.fixtures.api import on_demand
@@ -73,6 +74,9 @@ def schemathesis(live_server, token, scope, ids, tmp_path):
     return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420)
 
 
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the schema is the same on both databases: checked once, on PostgreSQL"
+)
 def test_it_keeps_to_its_schema_under_generated_requests(
     live_server, acme, acme_team, fixtures_for_schemathesis, tmp_path, settings
 ):
@@ -82,8 +86,10 @@ def test_it_keeps_to_its_schema_under_generated_requests(
     settings.DUETIME_AUTH_FAILURES_PER_MINUTE = 0
     _, worker = ApiToken.issue(acme, "worker", queues=["default", "reports"])
 
-    # Stateful testing is left out: the schema declares no links between operations.
-    team_scope = ["--exclude-path-regex", WORKER_PATHS, "--phases", "examples,coverage,fuzzing"]
+    # Stateful testing is left out: the schema declares no links between operations. The team endpoints'
+    # coverage phase (every boundary of every field: 80 % of this test's time) is left to test_fuzz.py, which
+    # sends positive and negative cases of every operation in process.
+    team_scope = ["--exclude-path-regex", WORKER_PATHS, "--phases", "examples,fuzzing"]
     worker_scope = ["--include-path-regex", WORKER_PATHS, "--phases", "coverage,fuzzing"]
 
     team_run = schemathesis(live_server, acme_team, team_scope, fixtures_for_schemathesis, tmp_path)
