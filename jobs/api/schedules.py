@@ -24,6 +24,7 @@ from jobs.validation import NAME_RE
 from runs.schedule_sets import apply_set
 from scheduler_project.api.endpoints import TeamEndpoint
 from scheduler_project.api.fields import Boolean, Pattern
+from scheduler_project.api.preconditions import if_match_tags
 from scheduler_project.api.problems import field_errors, invalid, problem_responses
 
 MAX_JOBS = 5000  # per set; a tenant with more splits them into several sets (sources)
@@ -198,18 +199,6 @@ SET_IF_MATCH = OpenApiParameter(
 )
 
 
-def read_if_match(request):
-    """The `If-Match` entity tags, or None without the header; a garbled one is a 400 problem."""
-    raw = request.headers.get("If-Match")
-    if raw is None:
-        return None
-    tags = [tag.strip() for tag in raw.split(",") if tag.strip()]
-    if not tags or any(tag != "*" and not re.fullmatch(r'"[A-Za-z0-9-]{1,64}"', tag) for tag in tags):
-        detail = 'must be "*" or the set\'s ETag as a plan or an apply gave it, e.g. "set-3f9a..."'
-        raise invalid([{"field": "If-Match", "pointer": "#", "detail": detail}])
-    return tags
-
-
 class ScheduleSetView(TeamEndpoint):
     def role_needed(self, request):
         """Applying needs an owner; a dry run only plans, so a viewer's token may ask (a CI check of a change)."""
@@ -232,7 +221,7 @@ class ScheduleSetView(TeamEndpoint):
         values = serializer.validated_data
         specs, source = declared_specs(values), values["source"]
         tenant = Tenant.objects.get(pk=request.auth.tenant_id)
-        if_match = read_if_match(request)
+        if_match = if_match_tags(request, r'"[A-Za-z0-9-]{1,64}"', '"set-3f9a..."')
         for attempt in range(2):
             try:
                 if dry_run:

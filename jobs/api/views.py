@@ -29,6 +29,7 @@ from runs import backfill, controls, enqueue
 from scheduler_project.api.endpoints import PAGE_PARAMETERS, CursorPage, TeamEndpoint, page_of
 from scheduler_project.api.idempotent import IDEMPOTENCY_KEY, idempotent
 from scheduler_project.api.lookups import NAME, job_or_404, live_job_or_409, scoped
+from scheduler_project.api.preconditions import if_match_tags
 from scheduler_project.api.problems import Problem, invalid, is_schedule_error, problem_responses, validated
 
 Status = JobDefinition.Status
@@ -83,13 +84,7 @@ def etag(job):
 
 def read_preconditions(request):
     """(`If-Match` tags or None, whether `If-None-Match: *`): RFC 9110 conditional PUT of a job."""
-    if_match = request.headers.get("If-Match")
-    tags = None
-    if if_match is not None:
-        tags = [tag.strip() for tag in if_match.split(",") if tag.strip()]
-        if not tags or any(tag != "*" and not re.fullmatch(r'(W/)?"[^"\x00-\x1f]{0,64}"', tag) for tag in tags):
-            detail = 'must be "*" or a list of entity tags as the job\'s ETag gives them, e.g. "17-3"'
-            raise invalid([{"field": "If-Match", "pointer": "#", "detail": detail}])
+    tags = if_match_tags(request, r'(W/)?"[^"\x00-\x1f]{0,64}"', '"17-3"')
     if_none_match = request.headers.get("If-None-Match")
     if if_none_match is not None and if_none_match.strip() != "*":
         raise invalid([{"field": "If-None-Match", "pointer": "#", "detail": 'only "*" (create, never replace)'}])
