@@ -35,11 +35,13 @@ import logging
 import os
 import queue
 import re
+import signal
 import threading
 import time
 
 log = logging.getLogger("duetime.celery")
-TASK_NAME = "duetime.execute"  # what runs.dispatcher publishes
+TASK_NAME = "duetime.execute"  # what runs.dispatcher publishes: one run
+BATCH_TASK_NAME = "duetime.execute_batch"  # ... several runs of one queue, once a backlog forms
 DB_REUSE_MAX = 1000  # tasks a worker process runs on one database connection before it reconnects
 OPTIONS = {
     "name": TASK_NAME,
@@ -54,7 +56,8 @@ OPTIONS = {
 
 # The worker_id a Celery execution records on its run and attempt: "<Celery hostname>/<task id>",
 # the task id being the dispatcher's "duetime-<run id>-<fencing token>" (runs.dispatcher.task_id).
-EXECUTOR_RE = re.compile(r"^(?P<hostname>[^/]+)/(?P<task_id>duetime-\d+-\d+)$")
+# A batch message's task id adds how many more runs it carries: "duetime-<run id>-<fencing token>+<n>".
+EXECUTOR_RE = re.compile(r"^(?P<hostname>[^/]+)/(?P<task_id>duetime-\d+-\d+(?:\+\d+)?)$")
 
 
 def executor(worker_id):
@@ -77,6 +80,7 @@ def install(app):
         app.conf.update(CELERY_DB_REUSE_MAX=DB_REUSE_MAX)
     # A worker process that stops (warm shutdown, max tasks per child) first commits what it finished.
     signals.worker_process_shutdown.connect(_completions.flush, weak=False)
+    app.task(**{**OPTIONS, "name": BATCH_TASK_NAME})(execute_batch)
     return app.task(**OPTIONS)(execute)
 
 
@@ -84,7 +88,7 @@ def execute(task, *, run_id, fencing_token, dispatched_by, target_ref, timeout_s
     """Take the lease over, run the handler, hand the completion over; returns the outcome, or 'stale' (dropped)."""
     from django.conf import settings
 
-    from runs import targets, transitions
+    from runs import transitions
 
     worker_id = f"{task.request.hostname}/{task.request.id}"
     try:
@@ -96,23 +100,56 @@ def execute(task, *, run_id, fencing_token, dispatched_by, target_ref, timeout_s
             "run %s: message for fencing token %s dropped (lease reaped or already taken over)", run_id, fencing_token
         )
         return "stale"
+    run = {"run_id": run_id, "fencing_token": fencing_token, "target_ref": target_ref, **lease}
+    return _run_one(task, run, timeout_seconds)
+
+
+def execute_batch(task, *, runs, dispatched_by):
+    """Take every lease of a batch message over at once, then run them in order (Batch); returns their outcomes."""
+    from django.conf import settings
+
+    from runs import transitions
+
+    worker_id = f"{task.request.hostname}/{task.request.id}"
+    taken = transitions.start_attempts(
+        [(run["run_id"], run["fencing_token"]) for run in runs],
+        worker_id,
+        settings.DUETIME_LEASE_SECONDS,
+        dispatched_by=dispatched_by,
+    )
+    if len(taken) < len(runs):
+        log.info(
+            "batch %s: %d of %d runs dropped (reaped, cancelled or already taken over)",
+            task.request.id,
+            len(runs) - len(taken),
+            len(runs),
+        )
+    batch = Batch(task, worker_id, [run for run in runs if run["run_id"] in taken])
+    return batch.run()
+
+
+def _run_one(task, run, timeout_seconds):
+    """Run one taken-over attempt's handler, heartbeating; hand its completion over. Returns its outcome."""
+    from runs import targets, transitions
+
+    run_id, fencing_token = run["run_id"], run["fencing_token"]
     ctx = targets.Attempt(
         run_id=run_id,
-        job_name=lease["job_name"],
-        attempt=lease["attempt"],
-        idempotency_key=lease["idempotency_key"],
+        job_name=run["job_name"],
+        attempt=run["attempt"],
+        idempotency_key=run["idempotency_key"],
         fencing_token=fencing_token,
-        payload=lease["payload"],
-        due_at=dt.datetime.fromisoformat(lease["due_at"]),
+        payload=run["payload"],
+        due_at=dt.datetime.fromisoformat(run["due_at"]),
         # Whose module prefixes the call is checked against (runs.targets.check_allowed, read at the call); a
         # message published before messages carried it names only the run.
-        tenant_id=lease["tenant_id"] if "tenant_id" in lease else _tenant_of(run_id),
+        tenant_id=run["tenant_id"] if "tenant_id" in run else _tenant_of(run_id),
     )
     ctx._heartbeat = lambda: _extend(run_id, fencing_token)
     started = time.monotonic()
     with _heartbeats.beating(ctx):
         # A celery job's target is a registered Django task, run exactly as a python job's.
-        outcome = targets.execute("python", target_ref, ctx, timeout_seconds)
+        outcome = targets.execute("python", run["target_ref"], ctx, timeout_seconds)
     if outcome.outcome != "timed_out" and time.monotonic() - started > timeout_seconds:
         outcome = targets.Outcome("timed_out", f"ran longer than timeout_seconds ({timeout_seconds})")
     completion = transitions.Completion(
@@ -122,6 +159,138 @@ def execute(task, *, run_id, fencing_token, dispatched_by, target_ref, timeout_s
         return complete([completion]).get(run_id, "stale")
     _completions.put(completion)  # completed in a batch by this process's completion thread
     return outcome.outcome
+
+
+# A run of a batch whose turn comes more than this long after its take-over (or its last stamp) is stamped
+# again as it starts: its start (so its lateness) and its lease count from then, and a run cancelled or
+# reaped while it waited is skipped. Within it, the take-over's start stands: a handful of short runs.
+RESTAMP_SECONDS = 0.05
+GIVEN_BACK = "released: an earlier run of its Celery batch ran past its timeout; claimable again"
+
+
+class Batch:
+    """The runs of one duetime.execute_batch message, taken over together and run one after another.
+
+    A keeper thread watches the batch while it runs. It keeps the runs that
+    wait their turn leased (stamped again before their lease could lapse),
+    and if the run in hand passes its timeout_seconds it gives the runs after
+    it back at once (transitions.release: claimable again, attempt
+    uncounted, for another message), hands over the completions already
+    made, and ends this worker process, as Celery's hard time limit ends the
+    child of a single run's message; the run past its timeout keeps a lease
+    that ends at its start + timeout, and the reaper records it `timed_out`.
+    """
+
+    def __init__(self, task, worker_id, runs):
+        self.task, self.worker_id = task, worker_id
+        self.runs = runs
+        self.next = 0  # index of the run in hand (or the next one)
+        self.stamped = time.monotonic()  # when the waiting runs' leases were last set
+        self.deadline = None  # time.monotonic() past which the run in hand has overrun
+        self.done = False
+        self.wake = 0.0  # time.monotonic() the keeper sleeps until
+        self.cond = threading.Condition()
+
+    def run(self):
+        from django.conf import settings
+
+        from runs import transitions
+
+        outcomes = {}
+        eager = self.task.request.is_eager
+        if not eager and self.runs:
+            threading.Thread(target=self._keep, name="duetime-celery-batch", daemon=True).start()
+        try:
+            for index, run in enumerate(self.runs):
+                with self.cond:
+                    if self.done:
+                        break
+                    self.next = index
+                if time.monotonic() - self.stamped > RESTAMP_SECONDS:
+                    pair = [(run["run_id"], run["fencing_token"])]
+                    lease = settings.DUETIME_LEASE_SECONDS
+                    if not transitions.start_attempts(pair, self.worker_id, lease, dispatched_by=self.worker_id):
+                        log.info("run %s: skipped in its batch (cancelled or reaped while it waited)", run["run_id"])
+                        outcomes[run["run_id"]] = "stale"
+                        continue
+                with self.cond:
+                    self.deadline = time.monotonic() + run["timeout_seconds"]
+                    if self.deadline < self.wake:  # the keeper sleeps past it: wake it (rarely: timeouts vary)
+                        self.cond.notify()
+                outcomes[run["run_id"]] = _run_one(self.task, run, run["timeout_seconds"])
+                with self.cond:
+                    self.deadline = None
+        finally:
+            with self.cond:
+                self.done = True
+                self.cond.notify()
+        return outcomes
+
+    def waiting(self):
+        """The runs after the one in hand (call with the condition held)."""
+        return self.runs[self.next + 1 :] if self.deadline is not None else self.runs[self.next :]
+
+    def _keep(self):
+        from django.conf import settings
+        from django.db import connection
+
+        lease = settings.DUETIME_LEASE_SECONDS
+        try:
+            while True:
+                with self.cond:
+                    if self.done:
+                        return
+                    waiting = self.waiting()
+                    # Stamp the waiting runs when half of their shortest lease is gone.
+                    restamp = self.stamped + min((min(lease, r["timeout_seconds"]) for r in waiting), default=lease) / 2
+                    wake = min(restamp, self.deadline) if self.deadline is not None else restamp
+                    left = wake - time.monotonic()
+                    if left > 0:
+                        self.wake = wake
+                        self.cond.wait(left)
+                        continue
+                    overrun = self.deadline is not None and time.monotonic() >= self.deadline
+                    if overrun:
+                        self.done = True
+                    pairs = [(r["run_id"], r["fencing_token"]) for r in waiting]
+                    self.stamped = time.monotonic()
+                if overrun:
+                    self._give_back(pairs)
+                    return
+                if pairs:
+                    self._stamp(pairs, lease)
+        finally:
+            connection.close()
+
+    def _stamp(self, pairs, lease):
+        from runs import transitions
+        from runs.loop import DATABASE_ERRORS
+
+        try:
+            transitions.start_attempts(pairs, self.worker_id, lease, dispatched_by=self.worker_id)
+        except DATABASE_ERRORS as exc:
+            log.warning("batch %s: keeping %d waiting runs leased failed (%s)", self.worker_id, len(pairs), exc)
+
+    def _give_back(self, pairs):
+        """The run in hand overran: release the rest, commit what finished, end this process (see the class)."""
+        from runs import transitions
+
+        run = self.runs[self.next]
+        log.warning(
+            "run %s ran past its timeout_seconds (%s) in batch %s: giving its %d later runs back and ending "
+            "this worker process",
+            run["run_id"],
+            run["timeout_seconds"],
+            self.worker_id,
+            len(pairs),
+        )
+        try:
+            for run_id, token in pairs:
+                transitions.release(run_id, token, why=GIVEN_BACK, held_by=self.worker_id)
+        except Exception:  # noqa: BLE001 - what was not given back keeps a lease that expires: the reaper retries it
+            log.exception("batch %s: giving runs back failed; their leases expire instead", self.worker_id)
+        _completions.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _tenant_of(run_id):

@@ -1,11 +1,13 @@
-"""run_dispatcher's step: claim due `celery` runs and publish each as one Celery message.
+"""run_dispatcher's step: claim due `celery` runs and publish them as Celery messages.
 
 Celery is the transport only: it carries "execute this claimed attempt now"
 to a team's Celery workers, and never a delay. `Dispatcher.tick()` claims
 through the one claim path (runs.claims: leases, fencing tokens, priorities,
 fair share, caps, overlap policies), so a run is published only once it is
 due, then publishes the batch to the queue each job names, one message per
-lease, with no `eta`, no `countdown` and no Celery retries (a failed attempt
+lease while the Celery workers can take each run as it comes, or several
+runs of one queue per message once a backlog forms (`pack`), with no `eta`,
+no `countdown` and no Celery retries (a failed attempt
 comes back through Duetime's `retry_wait`). On RabbitMQ the batch counts as
 published only once the broker confirmed every message of it (publisher
 confirms, one wait per batch: `Confirms`), so the next batch is claimed
@@ -36,7 +38,7 @@ import time
 from django.conf import settings
 
 from runs import claims, presence, sql, transitions
-from runs.celery_task import TASK_NAME
+from runs.celery_task import BATCH_TASK_NAME, TASK_NAME
 from runs.loop import DATABASE_ERRORS, RETRY_SECONDS
 
 log = logging.getLogger("duetime.dispatcher")
@@ -50,6 +52,7 @@ RELEASED = "released: the Celery broker did not take the message; claimable agai
 # behind without it (p99 1.3-1.8 s); at 300/s the p99 was 61-69 ms against 102-436 ms, the median
 # 36 ms against 9-14 ms (docs/performance.md).
 LINGER_SECONDS = 0.03
+BATCH_GRACE_SECONDS = 30  # a batch message's hard time limit: its runs' timeouts end to end, plus this
 
 
 @dataclasses.dataclass
@@ -103,9 +106,43 @@ def message(lease, dispatched_by):
     }
 
 
+def batch_message(leases, dispatched_by):
+    """The keyword arguments of one duetime.execute_batch message: its runs, in the order they run."""
+    runs = []
+    for lease in leases:
+        run = message(lease, dispatched_by)
+        del run["dispatched_by"]
+        runs.append(run)
+    return {"runs": runs, "dispatched_by": dispatched_by}
+
+
 def task_id(lease):
     """The Celery task id of a lease's message: the run and its fencing token, readable in Celery's tools."""
     return f"duetime-{lease.run_id}-{lease.fencing_token}"
+
+
+def batch_task_id(leases):
+    """A batch message's task id: its first run's, and how many more it carries ("duetime-12-34+15")."""
+    return f"{task_id(leases[0])}+{len(leases) - 1}"
+
+
+def pack(leases, *, waiting, prefetch, most):
+    """The messages for a claim's leases: lists of leases of one queue, in claim order.
+
+    One run per message while the runs published and waiting, with these,
+    fit in what the Celery workers take ahead (`prefetch`, their children
+    times their prefetch multiplier): each run then goes to the first free
+    child. Past that a backlog has formed, and a message per run costs the
+    broker, the worker and the take-over more than the runs themselves: the
+    runs of one queue go `size` to a message, size growing with the backlog
+    so that the workers still hold about `prefetch` messages, and at most
+    `most` (DUETIME_DISPATCH_BATCH).
+    """
+    size = max(1, min(most, -(-(waiting + len(leases)) // max(1, prefetch))))
+    by_queue = {}
+    for lease in leases:
+        by_queue.setdefault(lease.queue, []).append(lease)
+    return [group[i : i + size] for group in by_queue.values() for i in range(0, len(group), size)]
 
 
 def waiting(dispatcher_id):
@@ -114,11 +151,13 @@ def waiting(dispatcher_id):
 
 
 class Dispatcher:
-    def __init__(self, queues, *, dispatcher_id=None, batch=None, ahead=None, lease_seconds=None, app=None):
+    def __init__(self, queues, *, dispatcher_id=None, batch=None, ahead=None, pack=None, lease_seconds=None, app=None):
         self.queues = list(queues)
         self.dispatcher_id = dispatcher_id or default_dispatcher_id()
         self.batch = batch or settings.DUETIME_CLAIM_BATCH
         self.ahead = ahead or settings.DUETIME_DISPATCH_AHEAD
+        self.pack = pack or settings.DUETIME_DISPATCH_BATCH  # most runs in one message
+        self.prefetch = settings.DUETIME_DISPATCH_PREFETCH
         self.lease_seconds = lease_seconds or settings.DUETIME_LEASE_SECONDS
         self.app = app or broker_app()
         self._connection = self._producer = self._confirms = None
@@ -140,7 +179,8 @@ class Dispatcher:
             self.queues, room, self.dispatcher_id, lease_seconds=self.lease_seconds, kinds=[KIND], now=now
         )
         result.claimed = len(leases)
-        taken = {lease.run_id for lease in self.publish(leases)} if leases else set()
+        messages = pack(leases, waiting=result.waiting, prefetch=self.prefetch, most=self.pack)
+        taken = {lease.run_id for lease in self.publish(messages)} if leases else set()
         result.published = len(taken)
         result.released = self.release([lease for lease in leases if lease.run_id not in taken], now=now)
         return result
@@ -183,8 +223,8 @@ class Dispatcher:
         """Runs this dispatcher published that no Celery worker has taken over yet."""
         return waiting(self.dispatcher_id)
 
-    def publish(self, leases):
-        """Publish one message per lease, then wait once for the broker to confirm them all.
+    def publish(self, messages):
+        """Publish each message (a list of leases: `pack`), then wait once for the broker to confirm them all.
 
         Returns the leases the broker took. On RabbitMQ that is what it
         confirmed (publisher confirms on the channel: one wait per batch, not
@@ -192,34 +232,55 @@ class Dispatcher:
         returned. A failure (logged) ends the batch and drops the connection;
         what the broker did not take is for the caller to release.
         """
-        sent = {}  # delivery tag (or position) -> lease
+        sent = {}  # delivery tag (or position) -> the message's leases
         confirms = None
         try:
             producer = self.producer()
             confirms = self._confirms
-            self.declare(producer, {lease.queue for lease in leases})
+            self.declare(producer, {leases[0].queue for leases in messages})
             with corked(self._connection):
-                for lease in leases:
-                    self.app.send_task(
-                        TASK_NAME,
-                        kwargs=message(lease, self.dispatcher_id),
-                        task_id=task_id(lease),
-                        queue=lease.queue,
-                        routing_key=lease.queue,
-                        time_limit=lease.timeout_seconds,  # hard limit: Celery kills the child past it
-                        producer=producer,
-                        declare=[],  # declared once per batch (declare), not per message
-                        retry=False,  # a failed publish is released here, never retried behind our back
-                        argsrepr="()",  # what Celery's monitors show, instead of a repr of the payload
-                        kwargsrepr=f"{{run {lease.run_id}, fencing token {lease.fencing_token}}}",
-                    )
-                    sent[confirms.published() if confirms else len(sent)] = lease
+                for leases in messages:
+                    self.send(producer, leases)
+                    sent[confirms.published() if confirms else len(sent)] = leases
             refused = confirms.wait(CONFIRM_SECONDS) if confirms else set()
-            return [lease for tag, lease in sent.items() if tag not in refused]
+            return [lease for tag, leases in sent.items() if tag not in refused for lease in leases]
         except Exception as exc:  # noqa: BLE001 - any broker failure: release what it did not take, try later
-            log.warning("dispatcher %s: publishing %d runs failed (%s)", self.dispatcher_id, len(leases), exc)
+            count = sum(len(leases) for leases in messages)
+            log.warning("dispatcher %s: publishing %d runs failed (%s)", self.dispatcher_id, count, exc)
             self.disconnect()
-            return [] if confirms else list(sent.values())  # unconfirmed counts as not taken
+            return [] if confirms else [lease for leases in sent.values() for lease in leases]  # unconfirmed: not taken
+
+    def send(self, producer, leases):
+        """Send one message: duetime.execute for a single lease, duetime.execute_batch for several."""
+        first = leases[0]
+        options = {
+            "queue": first.queue,
+            "routing_key": first.queue,
+            "producer": producer,
+            "declare": [],  # declared once per batch (declare), not per message
+            "retry": False,  # a failed publish is released here, never retried behind our back
+            "argsrepr": "()",  # what Celery's monitors show, instead of a repr of the payload
+        }
+        if len(leases) == 1:
+            self.app.send_task(
+                TASK_NAME,
+                kwargs=message(first, self.dispatcher_id),
+                task_id=task_id(first),
+                time_limit=first.timeout_seconds,  # hard limit: Celery kills the child past it
+                kwargsrepr=f"{{run {first.run_id}, fencing token {first.fencing_token}}}",
+                **options,
+            )
+            return
+        self.app.send_task(
+            BATCH_TASK_NAME,
+            kwargs=batch_message(leases, self.dispatcher_id),
+            task_id=batch_task_id(leases),
+            # Each run's own timeout is kept by the batch (runs.celery_task.Batch); this hard limit, every
+            # run's timeout end to end, is the backstop if that keeper cannot act.
+            time_limit=sum(lease.timeout_seconds for lease in leases) + BATCH_GRACE_SECONDS,
+            kwargsrepr=f"{{runs {', '.join(str(lease.run_id) for lease in leases)}}}",
+            **options,
+        )
 
     def release(self, leases, now=None):
         """Give back the leases whose publish failed; returns how many went back.

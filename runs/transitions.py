@@ -278,6 +278,34 @@ def start_attempt(run_id, fencing_token, worker_id, lease_seconds, *, dispatched
     return sql.aware(rows[0][0])
 
 
+def start_attempts(leases, worker_id, lease_seconds, *, dispatched_by, now=None):
+    """Take over many leases at once (a Celery batch message); returns {run_id: new expiry} of those taken.
+
+    `leases` are (run_id, fencing_token) pairs; each is taken on
+    start_attempt's terms, in one statement. The ones left out were stale
+    (cancelled, reaped, taken over already) and must not run; they are
+    logged as refused. With `dispatched_by` equal to `worker_id` it stamps
+    the caller's own runs again: their start and lease count from now.
+    """
+    leases = list(leases)
+    if not leases:
+        return {}
+    params = {
+        "ids": [run_id for run_id, _ in leases],
+        "tokens": [token for _, token in leases],
+        "worker": worker_id,
+        "dispatched_by": dispatched_by,
+        "lease": lease_seconds,
+        "now": now,
+    }
+    rows = _again_if_moved(lambda: sql.execute("start_attempts", params))
+    taken = {run_id: sql.aware(expiry) for run_id, expiry in rows}
+    if len(taken) < len(leases):
+        stale = {run_id: (token, "") for run_id, token in leases if run_id not in taken}
+        move_log.refused("start_refused", stale, worker=worker_id)
+    return taken
+
+
 # --- completion and expiry ---------------------------------------------------
 
 

@@ -356,3 +356,8 @@ CELERY_TASK_IGNORE_RESULT = True  # outcomes are recorded by Duetime; no result 
 # Runs a dispatcher keeps published but not yet started by a Celery worker: the backlog stays in
 # Duetime (priorities, fair share, caps), and a message never waits in the broker near its lease.
 DUETIME_DISPATCH_AHEAD = env.int("DUETIME_DISPATCH_AHEAD", default=1000)
+# Once more runs are published and waiting than the Celery workers take ahead (DUETIME_DISPATCH_PREFETCH:
+# their children x worker_prefetch_multiplier, 2 x 4 for one worker at Celery's defaults), the dispatcher
+# packs up to DUETIME_DISPATCH_BATCH runs of one queue into one message (1: always one run per message).
+DUETIME_DISPATCH_BATCH = env.int("DUETIME_DISPATCH_BATCH", default=16)
+DUETIME_DISPATCH_PREFETCH = env.int("DUETIME_DISPATCH_PREFETCH", default=8)

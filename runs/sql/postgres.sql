@@ -493,6 +493,25 @@ WHERE id = %(id)s AND history_day = '9999-12-31' AND fencing_token = %(token)s A
   AND state || '' = 'leased'
 RETURNING lease_expires_at;
 
+-- name: start_attempts
+-- transitions.start_attempts (the Celery task duetime.execute_batch, before its first handler): the
+-- executor takes over every lease of one batch message in one statement, on the terms of
+-- start_attempt (once per lease, while `dispatched_by` holds it under that token; the same
+-- relaxed commit). The batch also calls it with its own name as `dispatched_by` to stamp a run
+-- again when its turn comes (its real start, and its lease from then) and to keep the runs that
+-- wait their turn leased. Primary-key lookups driven by the input, in the open partition.
+UPDATE runs_run r
+SET worker_id = %(worker)s,
+    started_at = coalesce(%(now)s::timestamptz, statement_timestamp()),
+    lease_expires_at = coalesce(%(now)s::timestamptz, statement_timestamp())
+        + make_interval(secs => least(%(lease)s, r.timeout_seconds))
+FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed,
+     unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS i(id, token)
+WHERE r.id = i.id AND r.history_day = '9999-12-31' AND r.fencing_token = i.token AND r.worker_id = %(dispatched_by)s
+  AND r.fencing_token >= (SELECT coalesce(max(number), 0) << 40 FROM runs_generation)  -- not of an older restore generation
+  AND r.state || '' = 'leased'
+RETURNING r.id, r.lease_expires_at;
+
 -- name: waiting
 -- dispatcher.waiting (run_dispatcher's tick): how many runs this dispatcher published that no
 -- Celery worker took over yet (still leased under its name). The open partition only (a constant),

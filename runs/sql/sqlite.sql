@@ -363,6 +363,18 @@ WHERE id = %(id)s AND fencing_token = %(token)s AND worker_id = %(dispatched_by)
   AND fencing_token >= (SELECT coalesce(max(number), 0) << 40 FROM runs_generation)  -- not of an older restore generation
 RETURNING lease_expires_at;
 
+-- name: start_attempts
+-- transitions.start_attempts (the Celery task duetime.execute_batch): take over every lease of
+-- one batch message at once, on start_attempt's terms; also stamps a batch's runs again.
+UPDATE runs_run
+SET worker_id = %(worker)s,
+    started_at = %(now)s,
+    lease_expires_at = strftime('%%Y-%%m-%%d %%H:%%M:%%f', %(now)s, '+' || min(%(lease)s, timeout_seconds) || ' seconds')
+WHERE (id, fencing_token) IN (SELECT i.value, %(tokens)s ->> i.key FROM json_each(%(ids)s) i)
+  AND worker_id = %(dispatched_by)s AND state = 'leased'
+  AND fencing_token >= (SELECT coalesce(max(number), 0) << 40 FROM runs_generation)  -- not of an older restore generation
+RETURNING id, lease_expires_at;
+
 -- name: waiting
 -- dispatcher.waiting: runs this dispatcher published that no Celery worker took over yet.
 SELECT count(*) FROM runs_run WHERE state = 'leased' AND worker_id = %(dispatcher)s;

@@ -120,13 +120,16 @@ class Fleet(Processes):
         self.queue, self.broker, self.tmp_path = queue, broker, tmp_path
         self.workers = []
 
-    def command(self, name, *args):
-        env = {**FAST, "CELERY_BROKER_URL": self.broker, "DUETIME_TASK_MODULES": f"{HANDLERS},tests.handlers"}
+    def command(self, name, *args, **more):
+        env = {**FAST, "CELERY_BROKER_URL": self.broker, "DUETIME_TASK_MODULES": f"{HANDLERS},tests.handlers", **more}
         self.procs[name] = start_command(*args, **env)
         return self.procs[name]
 
-    def dispatcher(self, name="dispatcher"):
-        return self.command(name, "run_dispatcher", "--queues", self.queue, "--dispatcher-id", f"d-{self.queue}")
+    def dispatcher(self, name="dispatcher", pack=1, prefetch=8):
+        """run_dispatcher on this queue; one run per message unless `pack` (see `batching`)."""
+        args = ["run_dispatcher", "--queues", self.queue, "--dispatcher-id", f"d-{self.queue}", "--pack", str(pack)]
+        self.procs[name] = self.command(name, *args, DUETIME_DISPATCH_PREFETCH=str(prefetch))
+        return self.procs[name]
 
     def scheduler(self):
         return self.command("scheduler", "run_scheduler")
@@ -411,3 +414,103 @@ def test_a_handler_that_raises_system_exit_or_returns_no_json_fails_its_attempt_
         "SystemExit",
         "TypeError",
     ]
+
+
+# --- batches: a backlog goes several runs to a message (runs.dispatcher.pack, runs.celery_task.Batch) ---------
+
+BATCHING = {"pack": 4, "prefetch": 1}  # 4 runs to a message as soon as more than one waits
+
+
+def batch_of(attempt):
+    """The Celery task id an attempt ran under, if it was a batch message's ("duetime-<run>-<token>+<n>")."""
+    _hostname, task = celery_task.executor(attempt.worker_id)
+    return task if "+" in task else None
+
+
+def test_a_backlog_runs_in_batch_messages_each_run_once_and_never_early(initech, queue, tmp_path):
+    job = celery_job(initech, queue, payload={"report": str(tmp_path)})
+    now = timezone.now()
+    runs = [enqueue.enqueue(job)[0] for _ in range(30)]
+    runs += [enqueue.enqueue(job, run_at=now + dt.timedelta(seconds=2))[0] for _ in range(10)]
+    try:
+        with Fleet(queue, RABBITMQ, tmp_path) as fleet:
+            fleet.worker("cel-batch")
+            fleet.dispatcher(**BATCHING)
+            wait_until(
+                lambda: not Run.objects.filter(job=job).exclude(state="succeeded").exists(),
+                message="every run to succeed",
+            )
+    finally:
+        delete_queue(RABBITMQ, queue)
+    assert_every_run_ran_on_time_once_accepted(runs, tmp_path)
+    batches = {}
+    for attempt in Attempt.objects.filter(run__in=runs):
+        batches.setdefault(batch_of(attempt), []).append(attempt.run_id)
+    assert len([task for task in batches if task]) >= 5  # the backlog did go in batches
+    assert all(len(ids) <= 4 for task, ids in batches.items() if task)  # never more than --pack to a message
+
+
+def test_killing_a_child_mid_batch_loses_none_of_its_runs(initech, queue, tmp_path):
+    job = celery_job(initech, queue, target_ref=f"{HANDLERS}.hold", payload={"report": str(tmp_path), "seconds": 30})
+    runs = [enqueue.enqueue(job)[0] for _ in range(4)]  # one message of 4: the first holds, three wait behind it
+    try:
+        with Fleet(queue, RABBITMQ, tmp_path) as fleet:
+            fleet.worker("cel-batch-killed")
+            fleet.dispatcher(**BATCHING)
+            fleet.scheduler()
+            first = wait_until(lambda: [e for r in runs for e in executions(tmp_path, r)], message="a run to start")[0]
+            os.kill(first["pid"], signal.SIGKILL)  # the child dies mid-batch: one run in hand, three waiting
+            wait_until(
+                lambda: not Run.objects.filter(job=job).exclude(state="succeeded").exists(),
+                timeout=60,
+                message="every run of the batch to succeed",
+            )
+    finally:
+        delete_queue(RABBITMQ, queue)
+    killed = Run.objects.get(pk=first["run_id"])
+    attempts = list(Attempt.objects.filter(run=killed).order_by("attempt").values_list("outcome", "fencing_token"))
+    assert [outcome for outcome, _ in attempts] == ["lease_expired", "succeeded"]
+    assert attempts[0][1] == first["token"] < attempts[1][1]
+    for run in runs:  # the waiting ones never started under the dead child, and ran once since
+        ended = [e for e in executions(tmp_path, run) if e["event"] == "ended"]
+        assert len(ended) == 1 and ended[0]["token"] == Attempt.objects.get(run=run, outcome="succeeded").fencing_token
+    assert_every_run_ran_on_time_once_accepted(runs, tmp_path)
+
+
+def test_a_run_past_its_timeout_gives_the_later_runs_of_its_batch_back_at_once(initech, queue, tmp_path):
+    slow = celery_job(
+        initech, queue, "reports.slow", target_ref=f"{HANDLERS}.hold", timeout_seconds=1,
+        payload={"report": str(tmp_path), "seconds": 30},
+    )  # fmt: skip
+    quick = celery_job(initech, queue, "reports.quick", payload={"report": str(tmp_path)})
+    now = timezone.now()
+    overrun, _ = enqueue.enqueue(slow, run_at=now - dt.timedelta(seconds=2))  # due first: first in the message
+    behind = [enqueue.enqueue(quick, run_at=now - dt.timedelta(seconds=1))[0] for _ in range(3)]
+    try:
+        with Fleet(queue, RABBITMQ, tmp_path) as fleet:
+            worker = fleet.worker("cel-batch-timeout")
+            fleet.dispatcher(**BATCHING)
+            fleet.scheduler()
+            wait_until(
+                lambda: (
+                    not Run.objects.filter(pk__in=[r.pk for r in [overrun, *behind]])
+                    .exclude(state="succeeded")
+                    .exists()
+                ),
+                timeout=60,
+                message="every run to succeed",
+            )
+            assert "ran past its timeout_seconds" in worker.output()
+    finally:
+        delete_queue(RABBITMQ, queue)
+    outcomes = list(Attempt.objects.filter(run=overrun).order_by("attempt").values_list("outcome", flat=True))
+    assert outcomes == ["timed_out", "succeeded"]
+    first_message = batch_of(Attempt.objects.filter(run=overrun).order_by("attempt").first())
+    assert first_message and first_message.endswith("+3")  # the four did go in one message
+    for run in behind:
+        # Given back, not reaped: their first attempt was never counted, and another message ran them.
+        [attempt] = Attempt.objects.filter(run=run)
+        assert (attempt.attempt, attempt.outcome) == (1, "succeeded")
+        assert celery_task.executor(attempt.worker_id)[1] != first_message
+        assert len(executions(tmp_path, run)) == 1
+    assert_every_run_ran_on_time_once_accepted(behind, tmp_path)

@@ -13,7 +13,18 @@ from celery import Celery
 
 from jobs.models import Tenant
 from runs import celery_task, presence, transitions
-from runs.dispatcher import LINGER_SECONDS, TASK_NAME, Dispatcher, TickResult, broker_app, message, task_id
+from runs.dispatcher import (
+    BATCH_GRACE_SECONDS,
+    BATCH_TASK_NAME,
+    LINGER_SECONDS,
+    TASK_NAME,
+    Dispatcher,
+    TickResult,
+    broker_app,
+    message,
+    pack,
+    task_id,
+)
 from runs.loop import RETRY_SECONDS
 from runs.models import Attempt, Run
 
@@ -210,6 +221,7 @@ def test_it_refuses_a_completion_once_the_lease_is_gone(export, make_run):
     "worker_id, expected",
     [
         ("celery@billing-1/duetime-12-345", ("celery@billing-1", "duetime-12-345")),
+        ("celery@billing-1/duetime-12-345+15", ("celery@billing-1", "duetime-12-345+15")),  # a batch message
         ("billing-1:4242", None),  # a run_worker
         ("", None),
     ],
@@ -225,3 +237,96 @@ def test_it_announces_that_it_takes_celery_runs_and_withdraws_on_stop(broker, ex
     assert not presence.serving("python", "billing") and not presence.serving("celery", "reports")
     dispatcher.forget()
     assert not presence.serving("celery", "billing")
+
+
+# --- batches: several runs of one queue per message once a backlog forms ------------------------------
+
+
+def test_it_packs_runs_of_one_queue_only_once_more_wait_than_the_workers_take_ahead():
+    leases = [transitions_lease(i, "billing" if i % 3 else "reports") for i in range(1, 13)]
+    singles = pack(leases[:8], waiting=0, prefetch=8, most=16)
+    assert [len(m) for m in singles] == [1] * 8  # the workers take each as it comes: one run per message
+    packed = pack(leases, waiting=20, prefetch=8, most=16)  # 32 waiting or coming for 8 taken ahead: 4 a message
+    assert all(len({lease.queue for lease in m}) == 1 for m in packed)  # one queue per message
+    assert [lease.run_id for m in packed for lease in m if lease.queue == "billing"] == [
+        lease.run_id for lease in leases if lease.queue == "billing"
+    ]  # claim order kept
+    assert max(len(m) for m in packed) == 4
+    assert max(len(m) for m in pack(leases, waiting=1000, prefetch=8, most=5)) == 5  # never past `most`
+    assert [len(m) for m in pack(leases, waiting=1000, prefetch=8, most=1)] == [1] * 12  # packing off
+
+
+def transitions_lease(run_id, queue):
+    """A Lease with only what `pack` reads filled in."""
+    return transitions.Lease(run_id, 1, 1, "j", "celery", "t", queue, 1, 1, "k", run_id, {}, *[None] * 4, 60)
+
+
+def test_it_publishes_a_backlog_as_batch_messages_each_run_with_its_own_token(
+    broker, export, make_run, clock, settings
+):
+    settings.DUETIME_DISPATCH_PREFETCH = 2
+    runs = [make_run(export, due_at=clock.ago(seconds=20 - s)) for s in range(10)]
+    result = Dispatcher(["billing"], dispatcher_id="d-1", pack=4, app=broker).tick(now=clock.now)
+    assert (result.claimed, result.published, result.released) == (10, 10, 0)
+    messages = published(broker, "billing")
+    assert [len(kwargs["runs"]) for _, kwargs in messages] == [4, 4, 2]  # 10 for 2 taken ahead: 4 a message
+    assert [r["run_id"] for _, kwargs in messages for r in kwargs["runs"]] == [run.pk for run in runs]  # due order
+    for headers, kwargs in messages:
+        first = kwargs["runs"][0]
+        assert headers["task"] == BATCH_TASK_NAME and kwargs["dispatched_by"] == "d-1"
+        assert headers["id"] == f"duetime-{first['run_id']}-{first['fencing_token']}+{len(kwargs['runs']) - 1}"
+        assert headers["eta"] is None and headers["expires"] is None
+        assert headers["timelimit"] == [export.timeout_seconds * len(kwargs["runs"]) + BATCH_GRACE_SECONDS, None]
+        for r in kwargs["runs"]:
+            assert r["fencing_token"] == Run.objects.get(pk=r["run_id"]).fencing_token
+
+
+def test_a_batch_takes_its_runs_over_at_once_runs_each_and_completes_each_with_its_own_token(
+    broker, export, make_run, clock, settings
+):
+    settings.DUETIME_DISPATCH_PREFETCH = 1
+    runs = [make_run(export, due_at=clock.ago(seconds=5 - s)) for s in range(4)]
+    Dispatcher(["billing"], dispatcher_id="d-1", pack=4, app=broker).tick(now=clock.now)
+    [(headers, kwargs)] = published(broker, "billing")
+    assert broker.tasks[BATCH_TASK_NAME].apply(kwargs=kwargs, task_id=headers["id"]).get() == {
+        run.pk: "succeeded" for run in runs
+    }
+    for run, sent in zip(runs, kwargs["runs"], strict=True):
+        run.refresh_from_db()
+        [attempt] = Attempt.objects.filter(run=run)
+        assert run.state == "succeeded" and attempt.fencing_token == sent["fencing_token"]
+        assert celery_task.executor(attempt.worker_id)[1] == headers["id"]  # the batch's task, on every run
+    # The same message delivered again (a worker lost before its ack) runs nothing twice.
+    assert broker.tasks[BATCH_TASK_NAME].apply(kwargs=kwargs, task_id=headers["id"]).get() == {}
+    assert Attempt.objects.filter(run__in=runs).count() == 4
+
+
+def test_a_batch_skips_the_runs_cancelled_or_reaped_before_it_started(broker, export, make_run, clock, settings):
+    settings.DUETIME_DISPATCH_PREFETCH = 1
+    runs = [make_run(export, due_at=clock.ago(seconds=5 - s)) for s in range(3)]
+    Dispatcher(["billing"], dispatcher_id="d-1", pack=3, app=broker).tick(now=clock.now)
+    [(headers, kwargs)] = published(broker, "billing")
+    transitions.cancel_run(Run.objects.get(pk=runs[1].pk), reason="operator")
+    outcomes = broker.tasks[BATCH_TASK_NAME].apply(kwargs=kwargs, task_id=headers["id"]).get()
+    assert outcomes == {runs[0].pk: "succeeded", runs[2].pk: "succeeded"}
+    assert Run.objects.get(pk=runs[1].pk).state == "cancelled"
+    assert not Attempt.objects.filter(run=runs[1], outcome="succeeded").exists()
+
+
+def test_a_take_over_of_many_takes_each_lease_once_and_only_from_its_dispatcher(export, make_run, clock):
+    runs = [make_run(export, due_at=clock.ago(seconds=s + 1)) for s in range(3)]
+    leases = transitions.lease_runs([run.pk for run in runs], "d-1", 30, now=clock.now)
+    pairs = [(lease.run_id, lease.fencing_token) for lease in leases]
+    stale = [(pairs[0][0], pairs[0][1] - 1), *pairs[1:]]  # the first of an older lease
+    later = clock.now + dt.timedelta(seconds=2)
+    taken = transitions.start_attempts(stale, "celery@a/x", 30, dispatched_by="d-1", now=later)
+    assert taken == {run_id: later + dt.timedelta(seconds=30) for run_id, _ in pairs[1:]}
+    assert transitions.start_attempts(pairs, "celery@b/y", 30, dispatched_by="d-1", now=later) == {
+        pairs[0][0]: later + dt.timedelta(seconds=30)
+    }  # the others are held by celery@a/x now
+    # Stamped again by its own holder: the start and the lease count from then.
+    again = later + dt.timedelta(seconds=5)
+    assert transitions.start_attempts(pairs[1:], "celery@a/x", 30, dispatched_by="celery@a/x", now=again) == {
+        run_id: again + dt.timedelta(seconds=30) for run_id, _ in pairs[1:]
+    }
+    assert Run.objects.get(pk=pairs[1][0]).started_at == again

@@ -27,6 +27,12 @@ class Command(BaseCommand):
             help="Most runs published and not yet started by a Celery worker (default DUETIME_DISPATCH_AHEAD).",
         )
         parser.add_argument(
+            "--pack",
+            type=int,
+            default=0,
+            help="Most runs in one Celery message once a backlog forms (default DUETIME_DISPATCH_BATCH; 1: one each).",
+        )
+        parser.add_argument(
             "--poll", type=float, default=0, help="Seconds between claims when idle (default DUETIME_POLL_SECONDS)."
         )
         parser.add_argument(
@@ -35,7 +41,7 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="Claim and publish once, then exit.")
         metrics.add_port_argument(parser)
 
-    def handle(self, *args, queues, batch, ahead, poll, dispatcher_id, once, metrics_port, **options):
+    def handle(self, *args, queues, batch, ahead, pack, poll, dispatcher_id, once, metrics_port, **options):
         queue_list = [q.strip() for q in queues.split(",") if q.strip()]
         if not queue_list:
             raise CommandError("--queues needs at least one queue name")
@@ -44,7 +50,7 @@ class Command(BaseCommand):
         poll = poll or settings.DUETIME_POLL_SECONDS
         stop = GracefulStop()
         dispatcher = Dispatcher(
-            queue_list, dispatcher_id=dispatcher_id or None, batch=batch or None, ahead=ahead or None
+            queue_list, dispatcher_id=dispatcher_id or None, batch=batch or None, ahead=ahead or None, pack=pack or None
         )
         log.info("dispatcher %s publishing %s to %s", dispatcher.dispatcher_id, ",".join(queue_list), _safe(dispatcher))
         metrics.serve(metrics.engine_port(metrics_port, "run_dispatcher"), log)
