@@ -108,7 +108,7 @@ def execute_batch(task, *, runs, dispatched_by):
     """Take every lease of a batch message over at once, then run them in order (Batch); returns their outcomes."""
     from django.conf import settings
 
-    from runs import transitions
+    from runs import targets, transitions
 
     worker_id = f"{task.request.hostname}/{task.request.id}"
     taken = transitions.start_attempts(
@@ -124,12 +124,18 @@ def execute_batch(task, *, runs, dispatched_by):
             len(runs) - len(taken),
             len(runs),
         )
-    batch = Batch(task, worker_id, [run for run in runs if run["run_id"] in taken])
-    return batch.run()
+    runs = [run for run in runs if run["run_id"] in taken]
+    # Whose module prefixes each call is checked against, read once for the batch as it starts (a
+    # run_worker reads them once per claim), not once per run.
+    prefixes = targets.prefixes_of({run["tenant_id"] for run in runs})
+    return Batch(task, worker_id, runs, prefixes).run()
 
 
-def _run_one(task, run, timeout_seconds):
-    """Run one taken-over attempt's handler, heartbeating; hand its completion over. Returns its outcome."""
+def _run_one(task, run, timeout_seconds, task_prefixes=None):
+    """Run one taken-over attempt's handler, heartbeating; hand its completion over. Returns its outcome.
+
+    `task_prefixes`: the tenant's allowed module prefixes as read for the batch; None: read at the call.
+    """
     from runs import targets, transitions
 
     run_id, fencing_token = run["run_id"], run["fencing_token"]
@@ -144,6 +150,7 @@ def _run_one(task, run, timeout_seconds):
         # Whose module prefixes the call is checked against (runs.targets.check_allowed, read at the call); a
         # message published before messages carried it names only the run.
         tenant_id=run["tenant_id"] if "tenant_id" in run else _tenant_of(run_id),
+        task_prefixes=task_prefixes,
     )
     ctx._heartbeat = lambda: _extend(run_id, fencing_token)
     started = time.monotonic()
@@ -181,9 +188,10 @@ class Batch:
     that ends at its start + timeout, and the reaper records it `timed_out`.
     """
 
-    def __init__(self, task, worker_id, runs):
+    def __init__(self, task, worker_id, runs, prefixes):
         self.task, self.worker_id = task, worker_id
         self.runs = runs
+        self.prefixes = prefixes  # {tenant id: allowed module prefixes}, read as the batch started
         self.next = 0  # index of the run in hand (or the next one)
         self.stamped = time.monotonic()  # when the waiting runs' leases were last set
         self.deadline = None  # time.monotonic() past which the run in hand has overrun
@@ -217,7 +225,8 @@ class Batch:
                     self.deadline = time.monotonic() + run["timeout_seconds"]
                     if self.deadline < self.wake:  # the keeper sleeps past it: wake it (rarely: timeouts vary)
                         self.cond.notify()
-                outcomes[run["run_id"]] = _run_one(self.task, run, run["timeout_seconds"])
+                prefixes = self.prefixes.get(run["tenant_id"], ())
+                outcomes[run["run_id"]] = _run_one(self.task, run, run["timeout_seconds"], prefixes)
                 with self.cond:
                     self.deadline = None
         finally:

@@ -330,3 +330,24 @@ def test_a_take_over_of_many_takes_each_lease_once_and_only_from_its_dispatcher(
         run_id: again + dt.timedelta(seconds=30) for run_id, _ in pairs[1:]
     }
     assert Run.objects.get(pk=pairs[1][0]).started_at == again
+
+
+def test_a_batch_reads_its_tenants_prefixes_as_it_starts_and_fails_a_revoked_run_without_calling_it(
+    broker, acme, make_job, make_run, clock, tmp_path, settings
+):
+    settings.DUETIME_DISPATCH_PREFETCH = 1
+    job = make_job(
+        acme, "billing.echo", target_kind="celery", target_ref="tests.handlers.echo", payload={"report": "x"},
+        queue="billing", overlap_policy="allow",
+    )  # fmt: skip
+    reports = [tmp_path / f"seen-{s}.json" for s in range(2)]
+    runs = [make_run(job, due_at=clock.ago(seconds=5 - s), payload={"report": str(r)}) for s, r in enumerate(reports)]
+    Dispatcher(["billing"], dispatcher_id="d-1", pack=2, app=broker).tick(now=clock.now)
+    [(headers, kwargs)] = published(broker, "billing")
+    Tenant.objects.filter(pk=acme.pk).update(task_module_prefixes="billing.tasks")  # a superuser's edit
+    assert broker.tasks[BATCH_TASK_NAME].apply(kwargs=kwargs, task_id=headers["id"]).get() == {
+        run.pk: "dead" for run in runs
+    }
+    for run, report in zip(runs, reports, strict=True):
+        run.refresh_from_db()
+        assert run.last_error.startswith("permission revoked") and not report.exists()
