@@ -250,14 +250,15 @@ def test_it_runs_again_with_a_higher_token_when_a_worker_child_is_killed(initech
     assert_every_run_ran_on_time_once_accepted([run], tmp_path)
 
 
-def test_it_retries_runs_whose_messages_the_broker_lost(initech, queue, tmp_path):
+@pytest.mark.parametrize("dispatch, messages", [({}, 10), ({"pack": 4, "prefetch": 1}, 3)], ids=["single", "batches"])
+def test_it_retries_runs_whose_messages_the_broker_lost(initech, queue, tmp_path, dispatch, messages):
     job = celery_job(initech, queue, payload={"report": str(tmp_path)})
     runs = [enqueue.enqueue(job)[0] for _ in range(10)]
     try:
         with Fleet(queue, RABBITMQ, tmp_path) as fleet:
-            fleet.dispatcher()
-            wait_until(lambda: queued(RABBITMQ, queue) == 10, message="every run to be published")
-            assert purge(RABBITMQ, queue) == 10  # the messages are gone; only the database remembers
+            fleet.dispatcher(**dispatch)
+            wait_until(lambda: queued(RABBITMQ, queue) == messages, message="every run to be published")
+            assert purge(RABBITMQ, queue) == messages  # the messages are gone; only the database remembers
             fleet.scheduler()
             fleet.worker("cel-purged")
             wait_until(
@@ -349,14 +350,17 @@ def _accepts(url):
         return False
 
 
-def test_it_loses_nothing_and_runs_nothing_early_across_a_broker_restart(initech, queue, tmp_path, private_rabbitmq):
+@pytest.mark.parametrize("dispatch", [{}, {"pack": 4, "prefetch": 1}], ids=["single", "batches"])
+def test_it_loses_nothing_and_runs_nothing_early_across_a_broker_restart(
+    initech, queue, tmp_path, private_rabbitmq, dispatch
+):
     job = celery_job(initech, queue, payload={"report": str(tmp_path)})
     first = timezone.now() + dt.timedelta(seconds=1)
     dues = [first + dt.timedelta(milliseconds=40 * i) for i in range(200)]  # 25/s for 8 s
     runs = [enqueue.enqueue(job, run_at=due)[0] for due in dues]
     with Fleet(queue, private_rabbitmq, tmp_path) as fleet:
         worker = fleet.worker("cel-restart")
-        fleet.dispatcher()
+        fleet.dispatcher(**dispatch)
         fleet.scheduler()
         wait_until(lambda: Run.objects.filter(job=job, state="succeeded").count() >= 20, message="the load to flow")
         # The broker goes away under load and comes back: every connection to it is cut. It stays away
@@ -514,3 +518,34 @@ def test_a_run_past_its_timeout_gives_the_later_runs_of_its_batch_back_at_once(i
         assert celery_task.executor(attempt.worker_id)[1] != first_message
         assert len(executions(tmp_path, run)) == 1
     assert_every_run_ran_on_time_once_accepted(behind, tmp_path)
+
+
+def test_a_batch_paused_past_its_leases_has_every_run_taken_by_another_child_and_runs_none_again(
+    initech, queue, tmp_path
+):
+    job = celery_job(initech, queue, target_ref=f"{HANDLERS}.hold", payload={"report": str(tmp_path), "seconds": 3})
+    runs = [enqueue.enqueue(job)[0] for _ in range(4)]  # one message of 4
+    try:
+        with Fleet(queue, RABBITMQ, tmp_path) as fleet:
+            worker = fleet.worker("cel-batch-paused")
+            fleet.dispatcher(**BATCHING)
+            fleet.scheduler()
+            first = wait_until(lambda: [e for r in runs for e in executions(tmp_path, r)], message="a run to start")[0]
+            os.kill(first["pid"], signal.SIGSTOP)  # the whole child stops: no heartbeats, no keeper
+            try:
+                wait_until(
+                    lambda: not Run.objects.filter(job=job).exclude(state="succeeded").exists(),
+                    timeout=60,
+                    message="the other child to run the whole batch again",
+                )
+            finally:
+                os.kill(first["pid"], signal.SIGCONT)
+            wait_until(lambda: "completion refused as stale" in worker.output(), message="the refusal to be logged")
+    finally:
+        delete_queue(RABBITMQ, queue)
+    for run in runs:
+        attempts = list(Attempt.objects.filter(run=run).order_by("attempt").values_list("outcome", flat=True))
+        assert attempts == ["lease_expired", "succeeded"]
+        if run.pk != first["run_id"]:  # the paused child skipped the ones that waited behind its first
+            assert all(e["pid"] != first["pid"] for e in executions(tmp_path, run))
+    assert_every_run_ran_on_time_once_accepted(runs, tmp_path)
