@@ -12,6 +12,22 @@ from calendars import blackouts
 from calendars.models import Calendar, Window
 from jobs import audit
 
+# Model field -> its key in the body of every door that takes one (the API, a declared set), in the order shown.
+WINDOW_BODY = {
+    "job": "job",
+    "kind": "kind",
+    "starts_at": "starts_at",
+    "ends_at": "ends_at",
+    "cron_expr": "cron",
+    "duration_seconds": "duration_seconds",
+    "time_zone": "time_zone",
+    "calendar": "calendar",
+    "resume_policy": "resume_policy",
+    "enabled": "enabled",
+    "note": "note",
+}
+CALENDAR_BODY = {"time_zone": "time_zone", "weekend_days": "weekend_days", "holidays": "holidays"}
+# The fields an audit entry of a window records.
 WINDOW_FIELDS = (
     "name",
     "job_id",

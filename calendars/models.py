@@ -51,6 +51,8 @@ class Calendar(models.Model):
         default=list, blank=True, help_text="ISO weekday numbers that are not business days (6 = Saturday, 7 = Sunday)."
     )
     holidays = models.JSONField(default=list, blank=True)
+    # The declared set (schedules as code, calendars/declarations.py) that owns it; empty: made in the portal or API.
+    managed_by = models.CharField(max_length=100, blank=True, default="", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -138,6 +140,8 @@ class Window(models.Model):
     resume_policy = models.CharField(max_length=10, choices=ResumePolicy.choices, default=ResumePolicy.SKIP)
     enabled = models.BooleanField(default=True)
     note = models.TextField(blank=True)
+    # The declared set (schedules as code, calendars/declarations.py) that owns it; empty: made in the portal or API.
+    managed_by = models.CharField(max_length=100, blank=True, default="", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -211,7 +215,9 @@ class Window(models.Model):
         return errors
 
     def _calendar_errors(self):
-        return {} if self.calendar_id else {"calendar": "a calendar window names its calendar"}
+        # A declared set checks its windows before it saves the calendars they name: the calendar has no id yet.
+        named = self.calendar_id or getattr(self, "calendar", None) is not None
+        return {} if named else {"calendar": "a calendar window names its calendar"}
 
 
 class ZoneVersion(models.Model):

@@ -16,6 +16,9 @@ the set), pause, resume, and for jobs of the set no longer declared, pause
 it (jobs.validation, through full_clean) first: any problem raises
 SetInvalid listing all of them, so one bad job writes nothing.
 runs.schedule_sets writes a plan, through save_definition and runs.controls.
+A set may also declare calendars and windows: calendars/declarations.py
+plans those (jobs never imports calendars), and its plans ride in
+`Plan.sections`, shown by `as_text` and `as_json` after the jobs'.
 
 A job of a set is marked (`managed_by` = the set's name) and keeps the spec
 as applied (`applied_spec`). It may still be edited in the portal or the
@@ -89,11 +92,33 @@ SYMBOLS = {"create": "+", "change": "~", "adopt": "~", "pause": "=", "resume": "
 
 
 class SetInvalid(Exception):
-    """The set cannot be applied: `errors` is [(job name, body path or "", message)], every problem found."""
+    """The set cannot be applied: every problem found, each (name, body path or "", message).
 
-    def __init__(self, errors):
+    `errors` are the jobs'; `sections` the other sections' ({"windows": [...]}, calendars/declarations.py).
+    """
+
+    def __init__(self, errors, sections=None):
         self.errors = errors
-        super().__init__("; ".join(f"{name}{'.' + path if path else ''}: {message}" for name, path, message in errors))
+        self.sections = {section: found for section, found in (sections or {}).items() if found}
+        super().__init__("; ".join(f"{s}.{n}{'.' + p if p else ''}: {m}" for s, n, p, m in self.every()))
+
+    def every(self):
+        """(section, name, body path, message) of every problem, the jobs' first."""
+        yield from (("jobs", *problem) for problem in self.errors)
+        for section, found in self.sections.items():
+            yield from ((section, *problem) for problem in found)
+
+    @classmethod
+    def joined(cls, found):
+        """One SetInvalid of the problems of several (`found`: SetInvalid or None); None when there are none."""
+        found = [exc for exc in found if exc is not None]
+        if not found:
+            return None
+        sections = {}
+        for exc in found:
+            for section, problems in exc.sections.items():
+                sections.setdefault(section, []).extend(problems)
+        return cls([p for exc in found for p in exc.errors], sections=sections)
 
 
 class SetChanged(Exception):
@@ -106,22 +131,24 @@ class SetChanged(Exception):
         )
 
 
-def set_tag(tenant, source):
-    """The entity tag of a tenant's set: a digest of each of its jobs' id, version and status.
+def set_tag(tenant, source, extra=()):
+    """The entity tag of a tenant's set: a digest of each of its jobs' id, version and status, and of `extra`.
 
     It moves whenever an apply or a portal edit changes a job of the set, a
-    job joins or leaves it, or one is paused, resumed or deleted.
+    job joins or leaves it, or one is paused, resumed or deleted. `extra`:
+    rows (JSON) of the set's other sections (runs.schedule_sets passes its
+    calendars' and windows'); a set without them keeps the tag it had.
     """
     rows = JobDefinition.objects.filter(tenant=tenant, managed_by=source).order_by("name")
-    described = json.dumps(list(rows.values_list("name", "pk", "version", "status")))
+    described = json.dumps(list(rows.values_list("name", "pk", "version", "status")) + list(extra))
     return f'"set-{hashlib.sha256(described.encode()).hexdigest()[:20]}"'
 
 
-def check_tag(tenant, source, tags):
+def check_tag(tenant, source, tags, extra=()):
     """Raise SetChanged unless the set's tag is one of `tags` (`*` matches any set), or no tags were given."""
     if tags is None or "*" in tags:
         return
-    current = set_tag(tenant, source)
+    current = set_tag(tenant, source, extra)
     if current not in tags:
         raise SetChanged(source, current)
 
@@ -155,6 +182,14 @@ class Plan:
     unchanged: list = dataclasses.field(default_factory=list)  # names of declared jobs already as declared
     # The spec as applied of each declared job, recorded by the apply even when nothing else moves.
     applied: dict = dataclasses.field(default_factory=dict, repr=False)
+    # The set's other sections by name ("calendars", "windows": calendars.declarations.Section), each with
+    # `changes`, `as_json()`, `change_lines()` and `summary_line()`; attached by runs.schedule_sets.
+    sections: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def changed(self):
+        """True when applying it writes something, in any section."""
+        return bool(self.changes) or any(section.changes for section in self.sections.values())
 
     def counts(self):
         counted = {action: 0 for action in ACTIONS}
@@ -168,8 +203,8 @@ class Plan:
     def as_text(self, *, declared):
         """The plan in the manner of a Terraform plan, for people (manage.py apply_schedules)."""
         head = f"Plan for tenant {self.tenant.name}, set '{self.source}' ({declared} declared job(s)):"
-        if not self.changes:
-            return f"{head}\n\nNo changes: the tenant's jobs are as declared.\n"
+        if not self.changed:
+            return f"{head}\n\nNo changes: the tenant's jobs, calendars and windows are as declared.\n"
         lines = [head, ""]
         for change in self.in_order():
             reason = f" ({change.reason})" if change.reason else ""
@@ -183,7 +218,10 @@ class Plan:
                 lines.append(f"      {f.field}: {json.dumps(f.before)} -> {json.dumps(f.after)}{edit}")
         counts = self.counts()
         summary = ", ".join(f"{counts[a]} to {a}" for a in ACTIONS)
+        for section in self.sections.values():
+            lines += section.change_lines()
         lines += ["", f"Plan: {summary}; {counts['unchanged']} unchanged."]
+        lines += [section.summary_line() for section in self.sections.values() if section.summary_line()]
         return "\n".join(lines) + "\n"
 
     def as_json(self):
@@ -202,6 +240,7 @@ class Plan:
                 for c in self.in_order()
             ],
             "unchanged": sorted(self.unchanged),
+            **{name: section.as_json() for name, section in self.sections.items()},
         }
 
 

@@ -237,7 +237,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # A job's missed_run_policy and a window's resume_policy share one choice set (skip, run_once, run_all).
-    "ENUM_NAME_OVERRIDES": {"CatchUpPolicyEnum": ["skip", "run_once", "run_all"]},
+    "ENUM_NAME_OVERRIDES": {
+        "CatchUpPolicyEnum": ["skip", "run_once", "run_all"],
+        # A window's kind, in /v1/windows and in a declared set's windows (PUT /v1/schedules).
+        "WindowKindEnum": ["one_off", "recurring", "calendar"],
+        # What a declared set's plan does to a job (PUT /v1/schedules); its calendars and windows have their own.
+        "ActionEnum": ["create", "change", "adopt", "pause", "resume", "delete"],
+    },
 }
 
 # The cache holds the API throttles' counts. In process memory by default, which

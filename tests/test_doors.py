@@ -11,6 +11,7 @@ The table of controls and their doors is docs/api.md's "Every control, every doo
 """
 
 import datetime as dt
+import io
 from unittest import mock
 
 import pytest
@@ -38,7 +39,7 @@ MEMBERS = reverse("admin:jobs_membership_changelist")
 
 
 @pytest.fixture
-def world(acme, alice, make_job, make_run, make_dead, wall_clock, client, django_user_model):
+def world(acme, alice, make_job, make_run, make_dead, wall_clock, client, django_user_model, tmp_path):
     """acme with a job, a waiting run, a dead letter, a team token and Erin (a viewer); Alice (owner) logged in."""
     client.force_login(alice)
     erin = django_user_model.objects.create_user("erin", password="erin-pass-123", is_staff=True)
@@ -60,6 +61,7 @@ def world(acme, alice, make_job, make_run, make_dead, wall_clock, client, django
             ends_at=wall_clock.ahead(days=4),
         ),
         "calendar": Calendar.objects.create(tenant=acme, name="office"),
+        "tmp": tmp_path,
     }
 
 
@@ -75,6 +77,38 @@ def portal_action(url, name, ids, **fields):
         assert page.status_code in (200, 302), page.status_code
 
     return door
+
+
+def cli_set(*files, prune=False):
+    """manage.py apply_schedules with each TOML text of `files` in turn (the last one with --prune if asked)."""
+
+    def door(api, world):
+        for index, text in enumerate(files):
+            path = world["tmp"] / f"set-{index}.toml"
+            path.write_text(text)
+            last = index == len(files) - 1
+            flags = ["--prune"] if prune and last else []
+            call_command("apply_schedules", "--tenant", "acme", str(path), *flags, stdout=io.StringIO())
+
+    return door
+
+
+FREEZE = """
+jobs = {}  # a set of windows alone says so
+
+[windows.freeze]
+kind = "one_off"
+starts_at = 2027-01-01T00:00:00Z
+ends_at = 2027-01-02T00:00:00Z
+"""
+DB_UPGRADE = """
+jobs = {}
+
+[windows."db upgrade"]
+kind = "one_off"
+starts_at = 2027-02-01T00:00:00Z
+ends_at = 2027-02-02T00:00:00Z
+"""
 
 
 def window(world):
@@ -255,6 +289,7 @@ CONTROLS = {
                     "ends_at": "2027-01-02T00:00:00Z",
                 },
             ),
+            "cli": cli_set(FREEZE),
         },
         lambda w: Window.objects.filter(tenant=w["tenant"], name="freeze").exists(),
     ),
@@ -266,6 +301,7 @@ CONTROLS = {
             "portal": lambda api, w: w["portal"].post(
                 reverse("admin:calendars_window_delete", args=[w["window"].pk]), {"post": "yes"}
             ),
+            "cli": cli_set(DB_UPGRADE, "jobs = {}", prune=True),  # the set adopts the window, then prunes it
         },
         lambda w: not Window.objects.filter(pk=w["window"].pk).exists(),
     ),
@@ -281,7 +317,10 @@ CONTROLS = {
     "edit a calendar": (
         edits,
         "save_calendar",
-        {"api": lambda api, w: api_call(api, w, "PUT", "/v1/calendars/office", {"weekend_days": [5, 6]})},
+        {
+            "api": lambda api, w: api_call(api, w, "PUT", "/v1/calendars/office", {"weekend_days": [5, 6]}),
+            "cli": cli_set("jobs = {}\n[calendars.office]\nweekend_days = [5, 6]\n"),
+        },
         lambda w: Calendar.objects.get(tenant=w["tenant"], name="office").weekend_days == [5, 6],
     ),
 }

@@ -15,16 +15,17 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
 from calendars import edits, ical
-from calendars.api.serializers import CALENDAR_NAME_RE, CalendarSerializer, ImportSerializer, WindowSerializer
+from calendars.api.serializers import ImportSerializer
 from calendars.models import Calendar, Window
 from jobs.models import JobDefinition
 from scheduler_project.api.endpoints import PAGE_PARAMETERS, CursorPage, TeamEndpoint, page_of
 from scheduler_project.api.lookups import get_scoped, scoped
 from scheduler_project.api.problems import invalid, problem_responses, validated
+from scheduler_project.api.windows import CALENDAR_NAME_RE, CalendarSerializer, WindowSerializer
 
 WINDOW_ID = OpenApiParameter("window_id", int, OpenApiParameter.PATH, description="The window's id.")
 CALENDAR = OpenApiParameter("calendar", str, OpenApiParameter.PATH, description="The calendar's name.")
-MODEL_TO_BODY = {"cron_expr": "cron", "job_id": "job", "calendar_id": "calendar", "__all__": "window"}
+MODEL_TO_BODY = {**edits.WINDOW_BODY, "job_id": "job", "calendar_id": "calendar", "__all__": "window"}
 
 
 def model_errors(exc):
@@ -64,9 +65,10 @@ def fill_window(request, window, values):
     if errors:
         raise invalid(errors)
     window.tenant = request.auth.tenant
-    for field in ("name", "kind", "starts_at", "ends_at", "time_zone", "duration_seconds", "resume_policy"):
-        setattr(window, field, values[field])
-    window.cron_expr, window.enabled, window.note = values["cron"], values["enabled"], values["note"]
+    window.name = values["name"]
+    for field, key in edits.WINDOW_BODY.items():
+        if field not in ("job", "calendar"):  # by name, looked up above
+            setattr(window, field, values[key])
 
 
 def save_window(request, window, values, actor):

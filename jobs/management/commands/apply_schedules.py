@@ -1,9 +1,9 @@
-"""manage.py apply_schedules --tenant T FILE [--dry-run] [--prune]: a team's jobs, declared in TOML, applied.
+"""manage.py apply_schedules --tenant T FILE [--dry-run] [--prune]: a team's jobs, calendars and windows, declared in TOML, applied.
 
 The file is checked by the same serializer as PUT /v1/schedules (its TOML
 maps one to one onto that JSON body), then planned and applied by
 runs.schedule_sets.apply_set; the plan is printed like a Terraform plan. Bad input
-is a message naming the file, the job and the field, and exit status 1,
+is a message naming the file, the section and name (a job, calendar or window) and the field, and exit status 1,
 with nothing written.
 """
 
@@ -14,19 +14,28 @@ import tomllib
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs import schedules
-from jobs.api.schedules import ScheduleSetSerializer, body_errors, declared_specs, jsonable, set_errors
+from jobs.api.schedules import (
+    ScheduleSetSerializer,
+    body_errors,
+    declared_sections,
+    declared_specs,
+    jsonable,
+    set_errors,
+)
 from jobs.models import Tenant
-from runs.schedule_sets import apply_set
+from runs.schedule_sets import apply_set, plan_set
 
 
 class Command(BaseCommand):
-    help = "Apply a TOML file of declared jobs (schedules as code) to a tenant; prints the plan."
+    help = "Apply a TOML file of declared jobs, calendars and windows (schedules as code) to a tenant; prints the plan."
 
     def add_arguments(self, parser):
         parser.add_argument("file", help="The TOML file of the set (docs/schedules-as-code.md); - reads stdin.")
         parser.add_argument("--tenant", required=True)
         parser.add_argument("--dry-run", action="store_true", help="Print the plan; write nothing.")
-        parser.add_argument("--prune", action="store_true", help="Delete the set's jobs no longer declared.")
+        parser.add_argument(
+            "--prune", action="store_true", help="Delete the set's jobs, calendars and windows no longer declared."
+        )
         parser.add_argument("--note", default="", help="Why, for the audit log.")
 
     def handle(self, *args, file, tenant, dry_run, prune, note, **options):
@@ -35,19 +44,20 @@ class Command(BaseCommand):
         except Tenant.DoesNotExist:
             raise CommandError(f"no tenant named '{tenant}' (create it with: manage.py create_tenant {tenant})")
         values = self.read(file)
-        specs, source = declared_specs(values), values["source"]
+        specs, sections, source = declared_specs(values), declared_sections(values), values["source"]
+        actor = f"cli:{getpass.getuser()}"
         try:
             if dry_run:
-                plan = schedules.plan(owner, specs, source=source, prune=prune)
+                plan = plan_set(owner, specs, **sections, source=source, prune=prune)
             else:
-                plan = apply_set(owner, specs, source=source, prune=prune, actor=f"cli:{getpass.getuser()}", note=note)
+                plan = apply_set(owner, specs, **sections, source=source, prune=prune, actor=actor, note=note)
         except schedules.SetInvalid as exc:
             raise CommandError(self.described(file, set_errors(exc), "nothing was applied")) from exc
         self.stdout.write(plan.as_text(declared=len(specs)), ending="")
         if dry_run:
             self.stdout.write("Dry run: nothing was written. Run again without --dry-run to apply.")
-        elif plan.changes:
-            self.stdout.write(f"Applied. Every change is in the audit log (actor cli:{getpass.getuser()}).")
+        elif plan.changed:
+            self.stdout.write(f"Applied. Every change is in the audit log (actor {actor}).")
 
     def read(self, file):
         """The file's set, validated as PUT /v1/schedules validates its body."""

@@ -1,8 +1,9 @@
 """Acme's billing service applies its declared jobs with PUT /v1/schedules (a team token)."""
 
+from calendars.models import Calendar, Window
 from jobs.models import AuditEntry, JobDefinition
 from tests.fixtures.api import assert_problem
-from tests.fixtures.schedules import nightly_export, ping
+from tests.fixtures.schedules import days_off, freeze, nightly_export, office, ping
 
 SET = {"source": "billing", "jobs": {"billing.export": nightly_export(), "billing.ping": ping()}}
 
@@ -80,3 +81,78 @@ def test_an_apply_with_a_stale_if_match_is_refused_and_writes_nothing(api, acme_
     assert JobDefinition.objects.get(name="billing.ping").queue != "pings", "nothing was written"
     fresh = api.put("/v1/schedules?dry_run=1", token=acme_team, json=changed).headers["ETag"]
     assert api.put("/v1/schedules", token=acme_team, json=changed, headers={"If-Match": fresh}).status_code == 200
+
+
+BILLING = {
+    "source": "billing",
+    "jobs": {"billing.export": nightly_export()},
+    "calendars": {"office": office()},
+    "windows": {"export days off": days_off("billing.export"), "new year freeze": freeze()},
+}
+
+
+def test_it_applies_calendars_and_windows_declared_with_the_jobs_and_is_idempotent(api, acme_team):
+    dry = api.put("/v1/schedules?dry_run=1", token=acme_team, json=BILLING)
+    assert dry.status_code == 200, dry.text
+    assert dry.json()["calendars"]["summary"]["create"] == 1 and dry.json()["windows"]["summary"]["create"] == 2
+    assert not Window.objects.exists() and not Calendar.objects.exists()
+
+    applied = api.put("/v1/schedules", token=acme_team, json=BILLING, headers={"If-Match": dry.headers["ETag"]})
+    again = api.put("/v1/schedules", token=acme_team, json=BILLING)
+
+    assert applied.status_code == 200, applied.text
+    assert [(c["name"], c["action"]) for c in applied.json()["windows"]["changes"]] == [
+        ("export days off", "create"),
+        ("new year freeze", "create"),
+    ]
+    assert again.json()["windows"]["changes"] == [] and again.json()["calendars"]["unchanged"] == ["office"]
+    window = api.get(f"/v1/windows/{Window.objects.get(name='export days off').pk}", token=acme_team).json()
+    assert (window["job"], window["calendar"], window["kind"]) == ("billing.export", "office", "calendar")
+
+
+def test_an_edit_to_a_window_of_the_set_moves_its_etag(api, acme_team):
+    tag = api.put("/v1/schedules", token=acme_team, json=BILLING).headers["ETag"]
+    freeze_id = Window.objects.get(name="new year freeze").pk
+    edited = api.put(f"/v1/windows/{freeze_id}", token=acme_team, json={"name": "new year freeze", **freeze(note="x")})
+    assert edited.status_code == 200, edited.text
+
+    stale = api.put("/v1/schedules", token=acme_team, json=BILLING, headers={"If-Match": tag})
+
+    assert_problem(stale, 412, "precondition-failed")
+    assert Window.objects.get(pk=freeze_id).note == "x", "nothing was written"
+
+
+def test_it_names_the_section_name_and_field_of_each_bad_calendar_or_window_and_writes_nothing(api, acme_team):
+    typo = {**BILLING, "windows": {"new year freeze": {**freeze(), "nmae": "freeze"}}}
+    shape = {**BILLING, "windows": {"new year freeze": freeze(starts_at="New Year's Eve")}}
+    rules = {
+        **BILLING,
+        "calendars": {"office": office(time_zone="Mars/Olympus_Mons")},
+        "windows": {"nightly backup": {"kind": "recurring", "cron": "0 25 * * *", "duration_seconds": 600}},
+    }
+
+    answers = [api.put("/v1/schedules", token=acme_team, json=body) for body in (typo, shape, rules)]
+
+    fields = [
+        [(e["field"], e["pointer"]) for e in assert_problem(a, 400, "validation-error")["errors"]] for a in answers
+    ]
+    assert fields == [
+        [("windows.new year freeze.nmae", "#/windows/new year freeze/nmae")],
+        [("windows.new year freeze.starts_at", "#/windows/new year freeze/starts_at")],
+        [
+            ("calendars.office.time_zone", "#/calendars/office/time_zone"),
+            ("windows.nightly backup.cron", "#/windows/nightly backup/cron"),
+        ],
+    ]
+    assert not JobDefinition.objects.exists() and not Calendar.objects.exists() and not Window.objects.exists()
+
+
+def test_a_window_cannot_name_another_tenants_calendar(api, acme_team, globex):
+    Calendar.objects.create(tenant=globex, name="office")
+    body = {"jobs": {}, "windows": {"office days off": days_off(None)}}
+
+    problem = assert_problem(api.put("/v1/schedules", token=acme_team, json=body), 400, "validation-error")
+
+    assert [(e["field"], e["detail"]) for e in problem["errors"]] == [
+        ("windows.office days off.calendar", "no calendar named 'office' in this tenant (declare it in the set)")
+    ]

@@ -111,3 +111,64 @@ def test_it_refuses_a_role_for_a_worker_token_and_a_role_that_is_not_one(acme):
     with pytest.raises(CommandError, match="invalid choice: 'admin'"):
         run("create_token", "--tenant", "acme", "--kind", "team", "--role", "admin")
     assert not ApiToken.objects.exists()
+
+
+CALENDARS_AND_WINDOWS = """
+source = "billing"
+
+[calendars.office]
+time_zone = "Europe/Berlin"
+holidays = [{ name = "Christmas", start = 2026-12-25, end = 2026-12-27 }]
+
+[jobs."billing.export"]
+schedule = { kind = "cron", cron = "0 2 * * *", time_zone = "Europe/Berlin" }
+target = { kind = "external" }
+
+[windows."export days off"]
+job = "billing.export"
+kind = "calendar"
+calendar = "office"
+
+[windows."new year freeze"]
+kind = "one_off"
+starts_at = 2026-12-31T00:00:00+01:00
+ends_at = 2027-01-02T00:00:00+01:00
+resume_policy = "run_once"
+"""
+
+
+def test_it_applies_calendars_and_windows_from_toml_then_finds_nothing_to_do(acme, tmp_path):
+    from calendars.models import Calendar, Window
+
+    path = tmp_path / "schedules.toml"
+    path.write_text(CALENDARS_AND_WINDOWS)
+
+    dry = run("apply_schedules", "--tenant", "acme", str(path), "--dry-run")
+    applied = run("apply_schedules", "--tenant", "acme", str(path))
+
+    assert "+ create calendar office" in dry and "+ create window export days off" in dry
+    assert "Windows: 2 to create" in dry and "Calendars: 1 to create" in dry
+    assert "Applied." in applied
+    window = Window.objects.get(name="export days off")
+    assert (window.job.name, window.calendar.name, window.managed_by) == ("billing.export", "office", "billing")
+    assert Calendar.objects.get().holidays == [
+        {"name": "Christmas", "start": "2026-12-25", "end": "2026-12-27", "all_day": True}
+    ]
+    assert "No changes" in run("apply_schedules", "--tenant", "acme", str(path))
+
+
+def test_it_names_the_section_name_and_field_of_a_bad_window_and_writes_nothing(acme, tmp_path):
+    from calendars.models import Calendar, Window
+    from jobs.models import JobDefinition
+
+    path = tmp_path / "schedules.toml"
+    path.write_text(CALENDARS_AND_WINDOWS.replace("ends_at = 2027-01-02", "ends_at = 2026-12-30"))
+    with pytest.raises(CommandError) as bad_end:
+        run("apply_schedules", "--tenant", "acme", str(path))
+    path.write_text(CALENDARS_AND_WINDOWS.replace('calendar = "office"', 'calendar = "ofice"'))
+    with pytest.raises(CommandError) as bad_name:
+        call_command("apply_schedules", "--tenant", "acme", str(path))
+
+    assert "windows.new year freeze.ends_at: must be after the start" in str(bad_end.value)
+    assert "windows.export days off.calendar: no calendar named 'ofice'" in str(bad_name.value)
+    assert not (Calendar.objects.exists() or Window.objects.exists() or JobDefinition.objects.exists())
