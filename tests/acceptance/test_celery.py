@@ -180,22 +180,28 @@ def delete_queue(broker, queue):
         conn.default_channel.queue_delete(queue)
 
 
-@pytest.mark.parametrize("broker", [RABBITMQ, REDIS], ids=["rabbitmq", "redis"])
-def test_it_runs_celery_jobs_on_celery_workers_when_due(initech, queue, broker, tmp_path):
-    job = celery_job(initech, queue, payload={"report": str(tmp_path)})
-    now = timezone.now()
-    runs = [enqueue.enqueue(job)[0] for _ in range(20)]
-    runs += [enqueue.enqueue(job, run_at=now + dt.timedelta(seconds=2))[0] for _ in range(5)]
+def drain(tenant, queue, broker, tmp_path, worker, *, now, later, **dispatch):
+    """`now` runs due now and `later` due in 2 s, run by one Celery worker and a dispatcher until all succeed."""
+    job = celery_job(tenant, queue, payload={"report": str(tmp_path)})
+    start = timezone.now()
+    runs = [enqueue.enqueue(job)[0] for _ in range(now)]
+    runs += [enqueue.enqueue(job, run_at=start + dt.timedelta(seconds=2))[0] for _ in range(later)]
     try:
         with Fleet(queue, broker, tmp_path) as fleet:
-            fleet.worker("cel-normal")
-            fleet.dispatcher()
+            fleet.worker(worker)
+            fleet.dispatcher(**dispatch)
             wait_until(
                 lambda: not Run.objects.filter(job=job).exclude(state="succeeded").exists(),
                 message="every run to succeed",
             )
     finally:
         delete_queue(broker, queue)
+    return runs
+
+
+@pytest.mark.parametrize("broker", [RABBITMQ, REDIS], ids=["rabbitmq", "redis"])
+def test_it_runs_celery_jobs_on_celery_workers_when_due(initech, queue, broker, tmp_path):
+    runs = drain(initech, queue, broker, tmp_path, "cel-normal", now=20, later=5)
     assert_every_run_ran_on_time_once_accepted(runs, tmp_path)
     for run in runs:
         [attempt] = Attempt.objects.filter(run=run)
@@ -432,20 +438,7 @@ def batch_of(attempt):
 
 
 def test_a_backlog_runs_in_batch_messages_each_run_once_and_never_early(initech, queue, tmp_path):
-    job = celery_job(initech, queue, payload={"report": str(tmp_path)})
-    now = timezone.now()
-    runs = [enqueue.enqueue(job)[0] for _ in range(30)]
-    runs += [enqueue.enqueue(job, run_at=now + dt.timedelta(seconds=2))[0] for _ in range(10)]
-    try:
-        with Fleet(queue, RABBITMQ, tmp_path) as fleet:
-            fleet.worker("cel-batch")
-            fleet.dispatcher(**BATCHING)
-            wait_until(
-                lambda: not Run.objects.filter(job=job).exclude(state="succeeded").exists(),
-                message="every run to succeed",
-            )
-    finally:
-        delete_queue(RABBITMQ, queue)
+    runs = drain(initech, queue, RABBITMQ, tmp_path, "cel-batch", now=30, later=10, **BATCHING)
     assert_every_run_ran_on_time_once_accepted(runs, tmp_path)
     batches = {}
     for attempt in Attempt.objects.filter(run__in=runs):
