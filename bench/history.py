@@ -3,8 +3,9 @@
 1. Fill `--days` days of finished history (yesterday and before), plus
    `repeat` older days already past a retention of `--days`: each day a
    partition of its own, `--runs-per-day` succeeded runs with their attempt,
-   written by INSERT ... SELECT generate_series (as bench portal does), one
-   transaction per day, into a tenant `bench-history-<hex>`. Then VACUUM,
+   made by a SELECT from generate_series that runs.enqueue.insert_selected
+   inserts (as bench portal does), one statement per table and day, into a
+   tenant `bench-history-<hex>`. Then VACUUM,
    CHECKPOINT and an operating-system sync, so that no write of the fill is
    still going to disk while a side is measured, and one unmeasured steady
    run (the fleet's first run meets cold caches).
@@ -42,17 +43,17 @@ from django.db import connection
 
 from bench import workloads
 from bench.setup import bench_tenant
-from runs import partitions, retention
+from runs import enqueue, partitions, retention
 
 OWNER = "bench-history"
 
+# The day's runs, for runs.enqueue.insert_selected (which puts them in the day's partition, by finished_at).
 FILL_RUNS = """
-INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
-    idempotency_key, fencing_token, worker_id, queue, priority, shard, payload, started_at, finished_at, last_error,
-    reason, created_at, history_day)
-SELECT %(job)s, %(tenant)s, 'schedule', due, due, 'succeeded', 1, 3, 300, 'bench.history@' || %(day)s || '-' || i,
-       i, 'bench-history', %(queue)s, 1, 0, '{}'::jsonb, due + interval '4 milliseconds',
-       due + interval '9 milliseconds', '', '', due - interval '1 minute', %(day)s::date
+SELECT %(job)s AS job_id, %(tenant)s AS tenant_id, 'schedule' AS origin, due AS due_at, due AS available_at,
+       'succeeded' AS state, 1 AS attempt, 3 AS max_attempts, 300 AS timeout_seconds,
+       'bench.history@' || %(day)s || '-' || i AS idempotency_key, i AS fencing_token, 'bench-history' AS worker_id,
+       %(queue)s AS queue, 1 AS priority, 0 AS shard, due + interval '4 milliseconds' AS started_at,
+       due + interval '9 milliseconds' AS finished_at, due - interval '1 minute' AS created_at
 FROM generate_series(0, %(n)s - 1) AS i,
      LATERAL (SELECT %(day)s::date::timestamp AT TIME ZONE 'UTC' + make_interval(secs => i * 86400.0 / %(n)s) AS due) d
 """
@@ -167,7 +168,7 @@ def fill(tenant, job, days, per_day):
         partitions.create(day)
         with connection.cursor() as cursor:
             params = {"job": job.pk, "tenant": tenant.pk, "queue": job.queue, "day": day, "n": per_day}
-            cursor.execute(FILL_RUNS, params)
+            enqueue.insert_selected(FILL_RUNS, params)
             cursor.execute(FILL_ATTEMPTS, params)
         sys.stderr.write(f"history: {day} filled ({per_day} runs)\n")
 

@@ -5,9 +5,10 @@ N runs (10 million unless `--runs` says otherwise) spread over the last 30
 days, the way a busy installation looks: almost all finished (succeeded, a
 few dead with their dead letters and attempts, some cancelled and skipped),
 a ready backlog, retries, leases, runs scheduled ahead, attempts for the last
-day, and the rollups of the last eight days. Rows are made by INSERT ...
-SELECT generate_series, a million at a time; the tenant is reused by the
-next run of the bench if it already holds N runs.
+day, and the rollups of the last eight days. The runs are made by a SELECT
+from generate_series that runs.enqueue.insert_selected inserts (with their
+ready marks), a million at a time, the other rows by INSERT ... SELECT; the
+tenant is reused by the next run of the bench if it already holds N runs.
 
 Then it renders each portal page REPEAT times in-process, as a member of the
 bench tenant (so tenant scoping is on), and reports p50/p95 per page in ms.
@@ -23,6 +24,7 @@ from django.test import Client
 from django.urls import reverse
 
 from jobs.models import JobDefinition, Tenant, shard_for
+from runs import enqueue
 
 TENANT = "bench-portal"
 DEFAULT_RUNS = 10_000_000
@@ -94,22 +96,21 @@ def prepare(runs):
         ]
     )
     job_ids = [j.pk for j in jobs]
+    for start in range(0, runs, CHUNK):
+        enqueue.insert_selected(
+            INSERT_RUNS,
+            {
+                "tenant": tenant.pk,
+                "job_ids": job_ids,
+                "jobs": JOBS,
+                "n": runs,
+                "start": start,
+                "stop": min(runs, start + CHUNK) - 1,
+                "days": DAYS,
+                "queues": QUEUES,
+            },
+        )
     with connection.cursor() as cursor:
-        for start in range(0, runs, CHUNK):
-            cursor.execute(
-                INSERT_RUNS,
-                {
-                    "tenant": tenant.pk,
-                    "job_ids": job_ids,
-                    "jobs": JOBS,
-                    "n": runs,
-                    "start": start,
-                    "stop": min(runs, start + CHUNK) - 1,
-                    "days": DAYS,
-                    "queues": QUEUES,
-                },
-            )
-        cursor.execute(INSERT_READY_MARKS, {"tenant": tenant.pk})
         cursor.execute(INSERT_ATTEMPTS, {"tenant": tenant.pk})
         cursor.execute(INSERT_DEAD_LETTERS, {"tenant": tenant.pk})
         cursor.execute(INSERT_TENANT_MINUTES, {"tenant": tenant.pk})
@@ -147,24 +148,20 @@ def _drop(tenant):
 # retry_wait and ready (due in the last 10 minutes) runs; of the rest, per
 # 10,000 runs: 100 dead, 50 cancelled, 50 skipped, 9,800 succeeded.
 INSERT_RUNS = """
-INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts, timeout_seconds,
-    idempotency_key, fencing_token, worker_id, lease_expires_at, queue, priority, shard, payload, started_at,
-    finished_at, last_error, reason, created_at, history_day)
-SELECT (%(job_ids)s::bigint[])[1 + i %% %(jobs)s], %(tenant)s, 'schedule', due, due, state,
-       CASE WHEN state IN ('scheduled') THEN 0 ELSE 1 END, 5, 900, 'bench@' || i,
-       CASE WHEN state = 'leased' THEN 1000000000 + i END, CASE WHEN state = 'leased' THEN 'bench-worker' ELSE '' END,
-       CASE WHEN state = 'leased' THEN now() + interval '20 seconds' END,
-       (%(queues)s::text[])[1 + (i %% %(jobs)s) %% 4], 1, 0, '{}'::jsonb,
-       CASE WHEN state IN ('succeeded', 'dead', 'leased') THEN due + interval '1 second' END,
-       CASE WHEN state IN ('succeeded', 'dead', 'cancelled', 'skipped') THEN due + interval '3 seconds' END,
-       CASE WHEN state = 'dead' THEN 'Traceback (most recent call last):\n  ...\nValueError: bench failure ' || i ELSE '' END,
-       CASE WHEN state = 'cancelled' THEN 'cancelled by bench' WHEN state = 'skipped' THEN 'overlap: the previous run was still running (overlap policy forbid)' ELSE '' END,
-       now(),
-       -- Finished runs are history (runs/partitions.py): the newest listed day on or before theirs.
-       CASE WHEN state IN ('succeeded', 'cancelled', 'skipped')
-            THEN coalesce((SELECT max(day) FROM runs_history_day WHERE day <= ((due + interval '3 seconds') AT TIME ZONE 'UTC')::date),
-                          (SELECT min(day) FROM runs_history_day))
-            ELSE DATE '9999-12-31' END
+SELECT (%(job_ids)s::bigint[])[1 + i %% %(jobs)s] AS job_id, %(tenant)s AS tenant_id, 'schedule' AS origin,
+       due AS due_at, due AS available_at, state,
+       CASE WHEN state IN ('scheduled') THEN 0 ELSE 1 END AS attempt, 5 AS max_attempts, 900 AS timeout_seconds,
+       'bench@' || i AS idempotency_key,
+       CASE WHEN state = 'leased' THEN 1000000000 + i END AS fencing_token,
+       CASE WHEN state = 'leased' THEN 'bench-worker' ELSE '' END AS worker_id,
+       CASE WHEN state = 'leased' THEN now() + interval '20 seconds' END AS lease_expires_at,
+       (%(queues)s::text[])[1 + (i %% %(jobs)s) %% 4] AS queue, 1 AS priority, 0 AS shard,
+       CASE WHEN state IN ('succeeded', 'dead', 'leased') THEN due + interval '1 second' END AS started_at,
+       CASE WHEN state IN ('succeeded', 'dead', 'cancelled', 'skipped') THEN due + interval '3 seconds' END AS finished_at,
+       CASE WHEN state = 'dead' THEN 'Traceback (most recent call last):\n  ...\nValueError: bench failure ' || i ELSE '' END
+           AS last_error,
+       CASE WHEN state = 'cancelled' THEN 'cancelled by bench' WHEN state = 'skipped' THEN 'overlap: the previous run was still running (overlap policy forbid)' ELSE '' END
+           AS reason
 FROM generate_series(%(start)s, %(stop)s) AS i,
      LATERAL (SELECT now() - make_interval(days => %(days)s) + (i::float8 / %(n)s) * (make_interval(days => %(days)s) + interval '1 hour') AS due) AS d,
      LATERAL (SELECT CASE
@@ -176,14 +173,6 @@ FROM generate_series(%(start)s, %(stop)s) AS i,
          WHEN i %% 10000 < 150 THEN 'cancelled'
          WHEN i %% 10000 < 200 THEN 'skipped'
          ELSE 'succeeded' END AS state) AS s
-"""
-
-# The ready marks of the claimable runs (runs.models.ReadyMark), as runs/sql insert_runs writes them.
-INSERT_READY_MARKS = """
-INSERT INTO runs_readymark (tenant_id, queue, due_at)
-SELECT tenant_id, queue, min(available_at) FROM runs_run
-WHERE tenant_id = %(tenant)s AND state IN ('scheduled', 'retry_wait') AND history_day = DATE '9999-12-31'
-GROUP BY tenant_id, queue
 """
 
 # First attempts of the last day's started runs, and of every dead run.

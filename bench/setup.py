@@ -51,9 +51,9 @@ def design_tenants(prefix, count, queue, future, ahead_seconds=DESIGN_AHEAD_SECO
     `queue` and `future` // `count` (at least 1) runs materialised ahead, the first `ahead_seconds` ahead.
 
     PostgreSQL only, and the bulk path: the tenants go in through the ORM a chunk at a time, then one
-    statement clones a template job (created through the ORM) for every one of them, and one inserts
-    their runs from generate_series with the ready marks of runs/sql insert_runs (runs.models.ReadyMark),
-    where runs.enqueue.insert_runs would take one statement per job. The runs are what the
+    statement clones a template job (created through the ORM) for every one of them, and
+    runs.enqueue.insert_selected inserts their runs, made by generate_series, with their ready marks
+    in one statement, where runs.enqueue.insert_runs would take one statement per job. The runs are what the
     materialiser writes (origin schedule, one per minute per job, each job at its own second);
     the jobs' next_due_at is past the last of them, so a scheduler would have nothing to add yet.
     Returns the number of runs it inserted.
@@ -88,29 +88,21 @@ def design_tenants(prefix, count, queue, future, ahead_seconds=DESIGN_AHEAD_SECO
             "WHERE j.id = %s AND t.name LIKE %s AND t.id <> j.tenant_id",
             [template.pk, pattern],
         )
-        cursor.execute(DESIGN_RUNS, {"first": first, "per": per_tenant, "pattern": pattern})
+        enqueue.insert_selected(DESIGN_RUNS, {"first": first, "per": per_tenant, "pattern": pattern})
     return count * per_tenant
 
 
 # design_tenants: the runs of the cloned cron jobs, one a minute from %(first)s (each job at its own
-# second), and their ready marks, as runs/sql insert_runs writes them.
+# second), for runs.enqueue.insert_selected.
 DESIGN_RUNS = """
-WITH inserted AS (
-    INSERT INTO runs_run (job_id, tenant_id, origin, due_at, available_at, state, attempt, max_attempts,
-                          timeout_seconds, idempotency_key, worker_id, queue, priority, shard, payload, last_error,
-                          reason, created_at, history_day)
-    SELECT j.id, j.tenant_id, 'schedule', d.due, d.due, 'scheduled', 0, j.max_attempts, j.timeout_seconds,
-           j.name || '@' || d.due, '', j.queue, j.priority, j.shard, '{}'::jsonb, '', '', now(), DATE '9999-12-31'
-    FROM jobs_jobdefinition j
-    JOIN jobs_tenant t ON t.id = j.tenant_id AND t.name LIKE %(pattern)s
-    CROSS JOIN LATERAL (
-        SELECT %(first)s::timestamptz + make_interval(secs => j.id %% 60 + k * 60) AS due
-        FROM generate_series(0, %(per)s - 1) AS k
-    ) AS d
-    RETURNING tenant_id, queue, available_at
-)
-INSERT INTO runs_readymark (tenant_id, queue, due_at)
-SELECT tenant_id, queue, min(available_at) FROM inserted GROUP BY tenant_id, queue
+SELECT j.id AS job_id, j.tenant_id, 'schedule' AS origin, d.due AS due_at, d.due AS available_at, j.max_attempts,
+       j.timeout_seconds, j.name || '@' || d.due AS idempotency_key, j.queue, j.priority, j.shard
+FROM jobs_jobdefinition j
+JOIN jobs_tenant t ON t.id = j.tenant_id AND t.name LIKE %(pattern)s
+CROSS JOIN LATERAL (
+    SELECT %(first)s::timestamptz + make_interval(secs => j.id %% 60 + k * 60) AS due
+    FROM generate_series(0, %(per)s - 1) AS k
+) AS d
 """
 
 

@@ -1,6 +1,7 @@
 """The one insert path of runs, and one-off and delayed runs.
 
-`insert_runs` is the only code that inserts into the runs table: cron and
+This module is the only code that inserts into the runs table. `insert_runs` is
+its one path for the engine and every door: cron and
 `at` occurrences and the missed-run summaries (runs.materialize), triggers
 and API runs (`enqueue`, controls.trigger_many), backfills
 (runs.backfill), the summaries of what a paused job passed over
@@ -10,6 +11,13 @@ for it (a Django task's enqueue, tasks_backend), which has no earlier run to
 look for. So whatever every new run must obey belongs here, the tenants' quotas
 (jobs.quotas) first: a door names the quota it obeys, and every door that
 names one obeys it the same way.
+
+`insert_selected` is the bulk path beside them, for rows too many to build in
+Python (millions): the runs a caller's SELECT makes in the database (PostgreSQL,
+generate_series), placed in history and given their ready marks by the same rules
+as `insert_runs`. It obeys no quota and probes no history: it is for a tenant
+whose rows the caller made up whole (the benches' fills: bench.history,
+bench.portal, bench.setup.design_tenants), not for a door.
 
 `enqueue` creates one run now, at a time, or after a duration. A caller's
 idempotency key makes the call repeatable: the same key (per tenant)
@@ -24,13 +32,13 @@ import uuid
 from collections import Counter
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from jobs import audit, cron, jitter, permissions, quotas
 from jobs.validation import check_payload
 from runs import sql
-from runs.models import Run
+from runs.models import CLAIMABLE_STATES, HISTORY_STATES, OPEN_DAY, Run
 
 INSERT_CHUNK = 500  # runs per statement; `progress` is told after each
 
@@ -146,6 +154,97 @@ def insert_fresh_run(row):
     row.created_at = created_at
     row._state.adding, row._state.db = False, Run.objects.db
     return row
+
+
+# insert_selected: what a column the caller's SELECT leaves out holds (what a new run holds, as SQL), and the
+# columns it must give. history_day is the path's own: the rule of insert_runs (runs/sql), never the caller's.
+SELECTED_DEFAULTS = {
+    "origin": "'schedule'",
+    "state": "'scheduled'",
+    "attempt": "0",
+    "max_attempts": "5",
+    "timeout_seconds": "900",
+    "fencing_token": "NULL::bigint",
+    "worker_id": "''",
+    "lease_expires_at": "NULL::timestamptz",
+    "priority": "1",
+    "shard": "0",
+    "payload": "'{}'::jsonb",
+    "args": "NULL::jsonb",
+    "started_at": "NULL::timestamptz",
+    "finished_at": "NULL::timestamptz",
+    "last_error": "''",
+    "reason": "''",
+    "covers_until": "NULL::timestamptz",
+    "created_at": "now()",
+}
+SELECTED_REQUIRED = ("job_id", "tenant_id", "due_at", "available_at", "idempotency_key", "queue")
+
+# A finished run goes into history on the newest listed day on or before the day it finished, or the oldest
+# listed (as runs/sql insert_runs places it: here by one search of the listed days, read once, not a query
+# per row); the claimable ones get a ready mark per (tenant, queue) at their earliest available_at, in the
+# same statement (runs.models.ReadyMark: RETURNING names only those, so a million finished runs leave
+# nulls to count, not a million rows to spill to disk). Returns how many runs went in.
+INSERT_SELECTED = """
+WITH listed AS (SELECT array_agg(day ORDER BY day) AS days FROM runs_history_day),
+inserted AS (
+    INSERT INTO runs_run ({columns}, history_day)
+    SELECT {picked},
+           CASE WHEN g.state IN ({history_states})
+                THEN listed.days[greatest(1, width_bucket((g.finished_at AT TIME ZONE 'UTC')::date, listed.days))]
+                ELSE DATE '{open_day}' END
+    FROM (SELECT {values} FROM ({select}) AS s) AS g, listed
+    RETURNING CASE WHEN state IN ({claimable_states}) THEN tenant_id END AS ready_tenant,
+              CASE WHEN state IN ({claimable_states}) THEN queue END AS ready_queue,
+              CASE WHEN state IN ({claimable_states}) THEN available_at END AS ready_at
+),
+marked AS (
+    INSERT INTO runs_readymark (tenant_id, queue, due_at)
+    SELECT ready_tenant, ready_queue, min(ready_at) FROM inserted WHERE ready_tenant IS NOT NULL
+    GROUP BY ready_tenant, ready_queue
+)
+SELECT count(*) FROM inserted
+"""
+
+
+def insert_selected(select, params=None):
+    """Insert the runs that the SQL query `select` yields, one a row; returns how many went in. PostgreSQL only.
+
+    The bulk path of runs (see the module docstring): `select` names its columns
+    after runs_run's (`SELECT j.id AS job_id, ...`); job_id, tenant_id, due_at,
+    available_at, idempotency_key and queue it must give, any other it leaves
+    out holds what a new run holds (SELECTED_DEFAULTS: scheduled, no attempt,
+    lease or error, created now), and history_day is never its own: a finished
+    run (runs.models.HISTORY_STATES) goes to the newest day partition listed on
+    or before its finished_at (create the days first: runs.partitions.create),
+    any other to the open partition. The claimable rows get their ready marks.
+    No quota is obeyed and history is not probed for a repeated occurrence or
+    key (the open partition's unique indexes still raise on one): for rows the
+    caller made up whole, in one statement, in the caller's transaction if any.
+    """
+    if connection.vendor != "postgresql":
+        raise NotImplementedError("insert_selected is PostgreSQL's bulk path (use insert_runs)")
+    with connection.cursor() as cursor:
+        params = params or {}
+        cursor.execute(f"SELECT * FROM ({select}) AS s LIMIT 0", params)
+        given = [column.name for column in cursor.description]
+        unknown = set(given) - set(SELECTED_DEFAULTS) - set(SELECTED_REQUIRED)
+        missing = set(SELECTED_REQUIRED) - set(given)
+        if unknown or missing:
+            raise ValueError(f"insert_selected: columns not runs_run's {sorted(unknown)}, missing {sorted(missing)}")
+        columns = [*SELECTED_REQUIRED, *SELECTED_DEFAULTS]
+        values = ", ".join(f"s.{c}" if c in given else f"{SELECTED_DEFAULTS[c]} AS {c}" for c in columns)
+        statement = INSERT_SELECTED.format(
+            columns=", ".join(columns),
+            values=values,
+            picked=", ".join(f"g.{c}" for c in columns),
+            select=select,
+            history_states=", ".join(f"'{state}'" for state in HISTORY_STATES),
+            claimable_states=", ".join(f"'{state}'" for state in CLAIMABLE_STATES),
+            open_day=OPEN_DAY.isoformat(),
+        )
+        cursor.execute(statement, params)
+        return cursor.fetchone()[0]
 
 
 def obey(quota, rows, now=None):

@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "dlq",
     "notify",
     "tasks_backend",  # Django's Tasks framework on Duetime (docs/django-tasks.md)
+    "bench",  # manage.py bench and setup_demo; no models, and nothing above imports it (docs/architecture.md)
 ]
 
 MIDDLEWARE = [

@@ -7,6 +7,7 @@ function counts exactly like one at the top of the module.
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -247,3 +248,80 @@ def test_only_runs_leases_writes_lease_rows():
         if name not in ("runs.leases", "runs.models") and write.search(path.read_text())
     ]
     assert not offenders, offenders
+
+
+# Rule 7: the bench is an installed app on top of everything, imported by nothing but itself and the tests.
+def test_the_bench_is_an_app_with_its_own_commands():
+    from django.apps import apps
+    from django.core.management import get_commands
+
+    assert apps.get_app_config("bench").path == str(ROOT / "bench")
+    commands = get_commands()
+    assert commands["bench"] == "bench" and commands["setup_demo"] == "bench"
+    assert not (ROOT / "runs" / "management" / "commands" / "bench.py").exists()
+
+
+def outside_the_bench():
+    """{module name: path} of every Python file of the repository but the bench's and the tests'."""
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        top = path.relative_to(ROOT).parts[0]
+        if top in ("bench", "tests") or top.startswith("."):
+            continue
+        found[module_name(path)] = path
+    return found
+
+
+def test_nothing_but_the_bench_and_the_tests_imports_the_bench():
+    offenders = [
+        f"{name} imports {target}"
+        for name, path in outside_the_bench().items()
+        for target in imported_names(path, name)
+        if target == "bench" or target.startswith("bench.")
+    ]
+    assert not offenders, "\n".join(sorted(set(offenders)))
+
+
+# Rule 8: runs go in through runs/enqueue.py (and the two runs/sql queries it runs), nowhere else.
+RUN_INSERT = re.compile(r"INSERT\s+INTO\s+runs_run\b", re.IGNORECASE)
+BENCH_RUN_WRITE = re.compile(
+    r"INSERT\s+INTO\s+runs_(run|readymark)\b|COPY\s+runs_(run|readymark)\b"
+    r"|\b(Run|ReadyMark)\.objects\.(bulk_create|create|get_or_create|update_or_create)\(|_copy\(\s*(Run|ReadyMark)\b",
+    re.IGNORECASE,
+)
+
+
+def sql_queries(path):
+    """{query name: text} of a runs/sql dialect file."""
+    parts = re.split(r"^-- name: (\w+)\s*$", path.read_text(), flags=re.MULTILINE)[1:]
+    return dict(zip(parts[::2], parts[1::2]))
+
+
+def test_only_runs_enqueue_inserts_runs():
+    offenders = [
+        name
+        for name, path in project_modules().items()
+        if name != "runs.enqueue" and RUN_INSERT.search(path.read_text())
+    ]
+    for path in (ROOT / "runs" / "sql").glob("*.sql"):
+        offenders += [
+            f"{path.name}: {query}"
+            for query, text in sql_queries(path).items()
+            if query not in ("insert_runs", "insert_fresh_run") and RUN_INSERT.search(text)
+        ]
+    assert not offenders, offenders
+
+
+def test_the_bench_inserts_runs_only_through_runs_enqueue():
+    """bench.setup.insert_runs, a task's .enqueue() or runs.enqueue.insert_selected: no INSERT, COPY or ORM create."""
+    offenders = [
+        f"{path.relative_to(ROOT)}: {match.group(0)}"
+        for path in (ROOT / "bench").rglob("*.py")
+        for match in BENCH_RUN_WRITE.finditer(path.read_text())
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_bench_rule_catches_a_raw_insert_and_an_orm_create():
+    text = 'cursor.execute("INSERT INTO runs_run (job_id) SELECT 1")\nRun.objects.bulk_create(rows)\n'
+    assert [m.group(0) for m in BENCH_RUN_WRITE.finditer(text)] == ["INSERT INTO runs_run", "Run.objects.bulk_create("]

@@ -139,6 +139,49 @@ def test_every_door_inserts_through_insert_runs(acme, make_job, every_minute, mo
     }
 
 
+# --- insert_selected: the bulk path ----------------------------------------------
+
+SELECTED = """
+SELECT %(job)s AS job_id, %(tenant)s AS tenant_id, %(now)s::timestamptz + make_interval(mins => i) AS due_at,
+       %(now)s::timestamptz + make_interval(mins => i) AS available_at, 'bulk@' || i AS idempotency_key,
+       %(queue)s AS queue, (ARRAY['succeeded', 'scheduled', 'dead'])[i + 1] AS state,
+       CASE WHEN i <> 1 THEN %(now)s::timestamptz + make_interval(mins => i, secs => 3) END AS finished_at
+FROM generate_series(0, 2) AS i
+"""
+
+
+@pytest.mark.skipif("not is_postgres()", reason="insert_selected is PostgreSQL's bulk path")
+def test_the_bulk_path_places_runs_and_marks_the_claimable_ones_as_insert_runs_does(every_minute):
+    from runs.models import ReadyMark
+
+    params = {"job": every_minute.pk, "tenant": every_minute.tenant_id, "queue": every_minute.queue, "now": NOW}
+    assert enqueue.insert_selected(SELECTED, params) == 3
+    (summary,) = enqueue.insert_runs(enqueue.skipped_rows(every_minute, [(NOW + minutes(10), None, 1, "x")], NOW))
+    runs = {run.state: run for run in Run.objects.filter(job=every_minute, idempotency_key__startswith="bulk@")}
+    assert runs["succeeded"].history_day == Run.objects.get(pk=summary.pk).history_day != OPEN_DAY
+    assert runs["scheduled"].history_day == runs["dead"].history_day == OPEN_DAY
+    scheduled = runs["scheduled"]
+    assert (scheduled.attempt, scheduled.worker_id, scheduled.fencing_token, scheduled.payload) == (0, "", None, {})
+    marks = ReadyMark.objects.filter(tenant_id=every_minute.tenant_id, queue=every_minute.queue)
+    assert [mark.due_at for mark in marks] == [scheduled.available_at], "one mark, for the claimable run only"
+
+
+@pytest.mark.skipif("not is_postgres()", reason="insert_selected is PostgreSQL's bulk path")
+def test_the_bulk_path_refuses_a_column_that_is_not_a_runs_and_one_missing(every_minute):
+    with pytest.raises(ValueError, match=r"not runs_run's \['colour'\], missing \['queue'\]"):
+        enqueue.insert_selected(
+            "SELECT 1 AS job_id, 1 AS tenant_id, now() AS due_at, now() AS available_at, 'k' AS idempotency_key,"
+            " 'red' AS colour"
+        )
+    assert not Run.objects.exists()
+
+
+@pytest.mark.skipif("is_postgres()", reason="SQLite has no bulk path")
+def test_the_bulk_path_is_postgresql_s_only(db):
+    with pytest.raises(NotImplementedError):
+        enqueue.insert_selected("SELECT 1 AS job_id")
+
+
 # --- quotas -----------------------------------------------------------------------
 
 
