@@ -92,7 +92,12 @@ class Tenant(models.Model):
     @property
     def task_prefixes(self):
         """The allowed module prefixes, one per non-blank line."""
-        return [line.strip() for line in self.task_module_prefixes.splitlines() if line.strip()]
+        return self.prefixes_in(self.task_module_prefixes)
+
+    @staticmethod
+    def prefixes_in(text):
+        """The module prefixes of a `task_module_prefixes` text, one per non-blank line."""
+        return [line.strip() for line in text.splitlines() if line.strip()]
 
     @property
     def allowance(self):

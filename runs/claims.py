@@ -72,6 +72,7 @@ class Candidate:
     queue: str = "default"
     group: str = ""  # the job's concurrency group ("" none) and its limit (runs.limits)
     group_limit: int = 1
+    queue_limited: bool = True  # a queue limit may apply (claim_candidates says; runs.limits.gates reads them then)
 
 
 @dataclasses.dataclass
@@ -210,7 +211,7 @@ def claim(
     shares=None,
     now=None,
 ):
-    """Lease up to `n` due runs of `queues` to `worker_id`; returns [transitions.Lease].
+    """Lease up to `n` due runs of `queues` to `worker_id`; returns [transitions.Lease] (a `Claimed`).
 
     `tenant_id` restricts the claim to one tenant (worker tokens); `kinds` to
     jobs of those target kinds (None: every kind). `only_tenants` (ids; None:
@@ -223,7 +224,7 @@ def claim(
     """
     lease_seconds = lease_seconds or settings.DUETIME_LEASE_SECONDS
     if not queues or n <= 0:
-        return []
+        return Claimed()
     kinds = sorted(kinds) if kinds is not None else None
     only_tenants = sorted(only_tenants) if only_tenants is not None else None
     except_tenants = sorted(except_tenants)
@@ -242,7 +243,7 @@ def claim(
     with transaction.atomic(savepoint=False):
         tenants = lock_ready_tenants(params) or wait_for_ready_tenants(params)
         if not tenants:
-            return []
+            return Claimed()
         # A batch of n served round-robin takes about n / len(tenants) from each:
         # locking n per tenant would lock (and read) len(tenants) times the batch.
         per_tenant = -(-n // len(tenants))
@@ -252,12 +253,41 @@ def claim(
         _apply_policies(decision, now)
         metrics.skipped_for_overlap(candidates, decision.skip)
         metrics.capped(decision.capped)
+        held = held_at_limit(candidates, decision, n, per_tenant)
         if not decision.lease:
-            return []
+            return Claimed(held=held)
         leases = transitions.lease_runs(decision.lease, worker_id, lease_seconds, now=now)
         bounds.record(leases)
         metrics.claimed(leases, candidates)
-        return leases
+        return Claimed(leases, held=held)
+
+
+class Claimed(list):
+    """What a claim leased ([transitions.Lease]), and whether it stopped short at a limit (`held`).
+
+    `held`: the claim took fewer than it asked for because a limit (a tenant's
+    cap, a job's concurrency, a queue limit, a group) held due runs back, and
+    no (tenant, queue, priority) it read to the end of its share has more
+    behind it. Claiming again at once would find the same limits full: the
+    worker claims again when one of its runs completes (which may free the
+    limit) or after its poll (another worker's may have).
+    """
+
+    def __init__(self, leases=(), *, held=False):
+        super().__init__(leases)
+        self.held = held
+
+
+def held_at_limit(candidates, decision, n, per_tenant):
+    """True when a limit held some of `candidates` back and nothing else is left for a claim at once to take."""
+    if not decision.capped or len(decision.lease) >= n:
+        return False
+    taken = {*decision.lease, *decision.skip}
+    heads = defaultdict(list)
+    for c in candidates:
+        heads[(c.tenant_id, c.queue, c.priority)].append(c)
+    # A (tenant, queue, priority) read to its share and taken whole may have more due behind it.
+    return not any(len(group) >= per_tenant and all(c.id in taken for c in group) for group in heads.values())
 
 
 _shares = {}

@@ -255,9 +255,11 @@ def gates(candidates, now=None):
     found = Gates()
     tenants = {c.tenant_id for c in candidates}
     queues = {c.queue for c in candidates}
-    applying = QueueLimit.objects.filter(queue__in=queues).filter(Q(tenant__isnull=True) | Q(tenant_id__in=tenants))
-    if queues and applying.exists():
-        _queue_bounds(found, applying, now)
+    # claim_candidates tells whether a limit may apply: a claim where none does (most) reads none here.
+    if any(c.queue_limited for c in candidates):
+        applying = QueueLimit.objects.filter(queue__in=queues).filter(Q(tenant__isnull=True) | Q(tenant_id__in=tenants))
+        if applying.exists():
+            _queue_bounds(found, applying, now)
     groups = {(c.tenant_id, c.group) for c in candidates if c.group}
     for tenant_id, key in sorted(groups):
         found.groups[(tenant_id, key)] = _group_bound(tenant_id, key)

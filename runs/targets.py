@@ -235,7 +235,14 @@ def _prefixes_now(tenant_id):
 def task_prefixes(leases):
     """{tenant id: its allowed module prefixes} of the tenants whose python targets are among `leases`,
     read now, in one query (as `allowances`, handed over with the attempts)."""
-    return prefixes_of({lease.tenant_id for lease in leases if lease.target_kind == "python"})
+    python = [lease for lease in leases if lease.target_kind == "python"]
+    # lease_runs reads them with the lease, in the claim's statement: no query then.
+    read = {
+        lease.tenant_id: tuple(Tenant.prefixes_in(text))
+        for lease in python
+        if (text := getattr(lease, "task_module_prefixes", None)) is not None
+    }
+    return {**read, **prefixes_of({lease.tenant_id for lease in python} - set(read))}
 
 
 def prefixes_of(tenant_ids):
@@ -243,7 +250,7 @@ def prefixes_of(tenant_ids):
     if not tenant_ids:
         return {}
     rows = Tenant.objects.filter(pk__in=tenant_ids).values_list("pk", "task_module_prefixes")
-    found = {pk: tuple(Tenant(task_module_prefixes=text).task_prefixes) for pk, text in rows}
+    found = {pk: tuple(Tenant.prefixes_in(text)) for pk, text in rows}
     return {tenant_id: found.get(tenant_id, ()) for tenant_id in tenant_ids}  # a deleted tenant: nothing
 
 

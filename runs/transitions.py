@@ -194,6 +194,7 @@ class Lease:
     lease_expires_at: dt.datetime
     timeout_seconds: int
     args: list | None = None  # a Django task's positional arguments (Run.args)
+    task_module_prefixes: str | None = None  # the tenant's, read with the lease (runs.targets.task_prefixes)
 
     @classmethod
     def from_row(cls, row):

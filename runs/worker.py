@@ -105,6 +105,7 @@ class TickResult:
     claimed: int = 0
     completed: int = 0
     stale: int = 0
+    held: bool = False  # its claim stopped short at a limit (runs.claims.Claimed): claiming again at once is futile
 
 
 @dataclasses.dataclass
@@ -112,6 +113,7 @@ class InFlight:
     lease: transitions.Lease
     ctx: targets.Attempt
     started: float  # time.monotonic() when handed to the pool
+    batch: int = 0  # which claim leased it: the runs of one claim start together and finish about together
     outcome: targets.Outcome | None = None  # once the handler returned, until its completion is committed
     completing: bool = False  # its completion is being written: the heartbeat thread leaves it alone
 
@@ -154,6 +156,8 @@ class Worker:
         self.wakeup = threading.Event()
         self.claiming = True
         self._free_since = None  # time.monotonic() since when a slot is free and unclaimed
+        self._held = False  # the last claim stopped short at a limit (a tenant's cap, ...): see should_claim
+        self._batches = 0  # claims that leased something, numbering InFlight.batch
         self._stop_heartbeats = threading.Event()
         self._beat_lock = threading.Lock()  # between a heartbeat and the completion of the same attempts
         self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop, name="duetime-heartbeat", daemon=True)
@@ -180,7 +184,7 @@ class Worker:
             result.completed, result.stale = self.complete_finished()
             free = self.concurrency - self.busy()
             leases = []
-            if self.should_claim(free):
+            if self.should_claim(free, freed=result.completed + result.stale):
                 self._free_since = None
                 leases = claims.claim(
                     self.queues,
@@ -191,22 +195,30 @@ class Worker:
                     only_tenants=self.only_tenants,
                     except_tenants=self.except_tenants,
                 )
+                self._held = result.held = leases.held
+        self._batches += bool(leases)
         (allowances, calls), prefixes = self._allowances(leases), self._task_prefixes(leases)
         for lease in leases:  # only once committed
             self._start(lease, allowances.get(lease.tenant_id), calls.get(lease.job_id), prefixes.get(lease.tenant_id))
         result.claimed = len(leases)
         return result
 
-    def should_claim(self, free):
-        """True for a whole batch of free slots, or for any free slot that has waited CLAIM_WAIT_SECONDS.
+    def should_claim(self, free, freed=0):
+        """True for a whole batch of free slots, for any free slot that has waited CLAIM_WAIT_SECONDS, or at
+        once when `freed` completions (this tick's) may have made room under the limit the last claim stopped at.
 
         Many small claims cost more than one big one, but a long run must never
         idle the other slots: a free slot waits at most CLAIM_WAIT_SECONDS (plus
-        the idle poll) for the others to fill a batch.
+        the idle poll) for the others to fill a batch. Due work held back by a
+        limit (a tenant at its max_concurrent_runs) is the exception: a slot its
+        own completion frees is its to take back in the same transaction,
+        without waiting for a batch, so a capped tenant keeps its cap busy.
         """
         if not self.claiming or free <= 0:
             self._free_since = None
             return False
+        if self._held and freed:
+            return True
         now = time.monotonic()
         if self._free_since is None:
             self._free_since = now
@@ -216,17 +228,41 @@ class Worker:
         """Slots taken: attempts still running (a finished one frees its slot once its outcome is in)."""
         return sum(1 for item in self.inflight.values() if item.outcome is None)
 
+    def rest(self, result, poll):
+        """After a step (run_worker's loop): the next step at once if it claimed (more may be due), else
+        wait for a run to finish or `poll` seconds.
+
+        A claim that stopped short at a limit (result.held) claimed all it
+        could: the next one waits for a completion here (which may free the
+        limit, and is claimed again in its tick: should_claim) or the poll (for
+        other workers' completions), instead of finding the same limit full.
+        """
+        if result.claimed and not result.held:
+            return
+        self.wait(poll)
+
     def wait(self, seconds):
         """Sleep until runs finish or `seconds` pass.
 
-        Once one run finishes, give the rest of its batch a few milliseconds
-        to finish too, so short runs complete in one statement, not one each.
+        Once one run finishes, give the rest of its batch (the runs its claim
+        leased with it) a few milliseconds to finish too, so short runs
+        complete in one statement, not one each; runs of other claims, which
+        started at other times, are not waited for.
         """
         if self.wakeup.wait(seconds):
             deadline = time.monotonic() + GATHER_SECONDS
-            while self.finished.qsize() < len(self.inflight) and time.monotonic() < deadline:
-                time.sleep(GATHER_SECONDS / 10)
+            while (left := deadline - time.monotonic()) > 0:
+                self.wakeup.clear()  # before looking: a run that finishes after the look sets it again
+                if not self._batch_running():
+                    break
+                self.wakeup.wait(left)
         self.wakeup.clear()
+
+    def _batch_running(self):
+        """True while a run leased by the same claim as a finished one is still running."""
+        self._collect_outcomes()
+        batches = {item.batch for item in self.inflight.values() if item.outcome is not None}
+        return any(item.outcome is None and item.batch in batches for item in self.inflight.values())
 
     def complete_finished(self):
         """One batched completion for every finished attempt; returns (completed, stale).
@@ -319,7 +355,7 @@ class Worker:
             task_prefixes=task_prefixes,
         )
         ctx._heartbeat = lambda: self._extend(lease)
-        self.inflight[lease.run_id] = InFlight(lease, ctx, time.monotonic())
+        self.inflight[lease.run_id] = InFlight(lease, ctx, time.monotonic(), batch=self._batches)
         if self.children:
             self.children.submit(lease.target_kind, lease.target_ref, ctx, lease.timeout_seconds)
         else:

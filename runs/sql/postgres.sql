@@ -118,7 +118,8 @@ FOR NO KEY UPDATE OF t;
 -- SKIP LOCKED passes over runs that a cancel or the reaper holds. Returns each
 -- candidate with its tenant's free room and, only for jobs with a limit or an
 -- overlap policy, the count of the job's leased runs; then the run's queue and the job's concurrency
--- group, for the queue and group limits (runs.limits). `kinds` (NULL: all)
+-- group, for the queue and group limits (runs.limits), and whether a queue
+-- limit may apply to its tenant (so a claim with none reads none). `kinds` (NULL: all)
 -- leaves the runs of other target kinds to their own consumers. A queue the
 -- tenant paused (a jobs_queuepause row) is left out before its probes run;
 -- lock_ready_tenants already left out tenants paused as a whole.
@@ -151,7 +152,11 @@ rooms AS MATERIALIZED (
     SELECT t.id AS tenant_id,
            t.max_concurrent_runs
              - (SELECT count(*) FROM runs_run l
-                WHERE l.tenant_id = t.id AND l.state = 'leased' AND l.history_day = '9999-12-31') AS room
+                WHERE l.tenant_id = t.id AND l.state = 'leased' AND l.history_day = '9999-12-31') AS room,
+           -- Whether a queue limit may apply (runs.limits.gates reads them only then).
+           EXISTS (SELECT 1 FROM jobs_queuelimit ql
+                   WHERE ql.queue = ANY(%(queues)s::text[]) AND (ql.tenant_id IS NULL OR ql.tenant_id = t.id))
+             AS queue_limited
     FROM jobs_tenant t
     WHERE t.id = ANY(%(tenants)s::bigint[])
 ),
@@ -167,7 +172,7 @@ gates AS MATERIALIZED (
 )
 SELECT c.id, c.tenant_id, c.job_id, c.priority, c.origin, c.available_at,
        g.concurrency, g.overlap_policy, g.job_leased, rm.room,
-       c.queue, g.concurrency_group, g.concurrency_group_limit
+       c.queue, g.concurrency_group, g.concurrency_group_limit, rm.queue_limited
 FROM candidates c
 JOIN gates g ON g.job_id = c.job_id
 JOIN rooms rm ON rm.tenant_id = c.tenant_id;
@@ -177,7 +182,8 @@ JOIN rooms rm ON rm.tenant_id = c.tenant_id;
 -- transaction (so no state re-check: it would also tempt the planner into
 -- scanning run_claimable instead of one primary-key lookup per id). Each gets
 -- a new fencing token from the one global sequence; the lease is capped by
--- the job's timeout. Returns what a worker needs to execute and complete it.
+-- the job's timeout. Returns what a worker needs to execute and complete it,
+-- the tenant's allowed task modules included (read with the lease: no query of its own).
 UPDATE runs_run r
 SET state = 'leased',
     attempt = r.attempt + 1,
@@ -190,7 +196,8 @@ FROM unnest(%(ids)s::bigint[]) AS chosen(id), jobs_jobdefinition j
 WHERE r.id = chosen.id AND r.history_day = '9999-12-31' AND j.id = r.job_id
 RETURNING r.id, r.tenant_id, r.job_id, j.name, j.target_kind, j.target_ref, r.queue, r.attempt,
           r.max_attempts, r.idempotency_key, r.fencing_token, r.payload, r.due_at, r.available_at,
-          r.started_at, r.lease_expires_at, r.timeout_seconds, r.args;
+          r.started_at, r.lease_expires_at, r.timeout_seconds, r.args,
+          (SELECT t.task_module_prefixes FROM jobs_tenant t WHERE t.id = r.tenant_id);
 
 -- name: heartbeat
 -- transitions.heartbeat: extend the lease only while the caller's fencing

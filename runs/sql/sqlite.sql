@@ -68,7 +68,8 @@ ORDER BY t.id;
 -- claims.claim_candidates (claims.claim): up to %(per_tenant)s due runs per (tenant,
 -- queue, priority) of active jobs, oldest first, with the tenant's free room
 -- and, for jobs with a limit or an overlap policy, the count of their leased runs; then the run's queue
--- and the job's concurrency group, for the queue and group limits (runs.limits).
+-- and the job's concurrency group, for the queue and group limits (runs.limits), and whether a
+-- queue limit applies to it (so a claim with none reads none).
 -- `kinds` (NULL: all) leaves the runs of other target kinds to their own consumers.
 -- Runs of a queue the tenant paused (a jobs_queuepause row) are left out.
 SELECT c.id, c.tenant_id, c.job_id, c.priority, c.origin, c.available_at, c.concurrency, c.overlap_policy,
@@ -77,7 +78,8 @@ SELECT c.id, c.tenant_id, c.job_id, c.priority, c.origin, c.available_at, c.conc
             ELSE 0 END,
        (SELECT t.max_concurrent_runs FROM jobs_tenant t WHERE t.id = c.tenant_id)
          - (SELECT count(*) FROM runs_run l WHERE l.tenant_id = c.tenant_id AND l.state = 'leased'),
-       c.queue, c.concurrency_group, c.concurrency_group_limit
+       c.queue, c.concurrency_group, c.concurrency_group_limit,
+       EXISTS (SELECT 1 FROM jobs_queuelimit ql WHERE ql.queue = c.queue AND (ql.tenant_id IS NULL OR ql.tenant_id = c.tenant_id))
 FROM (
     SELECT r.id, r.tenant_id, r.job_id, r.priority, r.origin, r.available_at, j.concurrency, j.overlap_policy,
            r.queue, j.concurrency_group, j.concurrency_group_limit,
@@ -117,7 +119,8 @@ RETURNING id, tenant_id, job_id,
           (SELECT target_kind FROM jobs_jobdefinition WHERE id = job_id),
           (SELECT target_ref FROM jobs_jobdefinition WHERE id = job_id),
           queue, attempt, max_attempts, idempotency_key, fencing_token, payload, due_at, available_at,
-          started_at, lease_expires_at, timeout_seconds, args;
+          started_at, lease_expires_at, timeout_seconds, args,
+          (SELECT task_module_prefixes FROM jobs_tenant WHERE id = tenant_id);
 
 -- name: heartbeat
 -- transitions.heartbeat: extend the lease while the token is current and the

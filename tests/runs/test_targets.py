@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from runs import targets
+from runs import claims, enqueue, targets
 from runs.models import Attempt as AttemptRow
 from runs.targets import Attempt
 from tasks_backend import results
@@ -432,3 +432,13 @@ def test_the_worker_reads_the_python_targets_prefixes_in_one_query(acme, globex,
 
     assert found == {acme.pk: ("tests.handlers",), globex.pk: ("tests.handlers", "billing.tasks")}
     assert targets.task_prefixes([PythonLease(acme.pk, "http")]) == {}
+
+
+def test_prefixes_read_with_the_lease_cost_the_worker_no_query(acme, make_job, django_assert_num_queries):
+    job = make_job(acme, "short", overlap_policy="allow")
+    enqueue.enqueue(job)
+    leases = claims.claim(["default"], 10, "w")
+    assert [lease.task_module_prefixes for lease in leases] == ["tests.handlers"]
+
+    with django_assert_num_queries(0):
+        assert targets.task_prefixes(leases) == {acme.pk: ("tests.handlers",)}

@@ -121,6 +121,52 @@ def test_a_long_run_does_not_hold_up_short_runs_due_with_it(acme, make_job, tmp_
         worker.drain(0.2)  # releases the long run, whose handler then stops
 
 
+def test_a_slot_its_completion_frees_under_a_tenants_cap_is_claimed_again_in_the_same_tick(acme, make_job, tmp_path):
+    """A tenant held at its max_concurrent_runs: the tick that completes its runs claims their slots back at once,
+    not after a poll, and not after waiting for a whole batch of free slots (issue 26: work-conserving)."""
+    Tenant.objects.filter(pk=acme.pk).update(max_concurrent_runs=3)
+    long_job = make_job(
+        acme, "long", target_ref="tests.handlers.hold_then_report", payload={"report": str(tmp_path), "hold": 30}
+    )
+    short = make_job(acme, "short", overlap_policy="allow")
+    enqueue.enqueue(long_job)
+    due = timezone.now()
+    enqueue.insert_runs(enqueue.build_runs(short, [due + dt.timedelta(microseconds=i) for i in range(6)]))
+    # Four slots, claims of four: after the two short runs complete, three slots are free, fewer than a batch.
+    worker = Worker(["default"], concurrency=4, batch=4)
+    waited = []
+    worker.wait = lambda seconds: waited.append(seconds)  # the loop's rest, counted instead of slept
+    try:
+        first = worker.tick()
+        assert (first.claimed, first.held) == (3, True), "the long run and two short ones: the cap of 3 is full"
+        worker.rest(first, 0.05)
+        assert waited == [0.05], "a claim that stopped at the cap rests until a run finishes: claiming again is futile"
+        wait_until(lambda: worker.finished.qsize() == 2, message="the two short runs to finish")
+        second = worker.tick()
+        assert (second.completed, second.claimed) == (2, 2), "the freed slots are claimed in the completing tick"
+        assert Run.objects.filter(tenant=acme, state="leased").count() == 3, "never more than the cap"
+    finally:
+        del worker.wait
+        worker.drain(0.2)  # releases the long run, whose handler then stops
+
+
+def test_a_claim_not_held_by_a_limit_is_followed_by_the_next_at_once(acme, make_job):
+    job = make_job(acme, "short", overlap_policy="allow")
+    due = timezone.now()
+    enqueue.insert_runs(enqueue.build_runs(job, [due + dt.timedelta(microseconds=i) for i in range(6)]))
+    worker = Worker(["default"], concurrency=10, batch=4)
+    waited = []
+    worker.wait = lambda seconds: waited.append(seconds)
+    try:
+        first = worker.tick()
+        assert (first.claimed, first.held) == (4, False)
+        worker.rest(first, 0.05)
+        assert waited == [], "more may be due: the next claim follows at once"
+    finally:
+        del worker.wait
+        worker.drain(1)
+
+
 def test_it_leaves_external_runs_to_their_own_consumers(acme, make_job):
     external = make_job(acme, "pulled", target_kind="external", target_ref="")
     python = make_job(acme, "pushed")

@@ -81,7 +81,7 @@ class Command(BaseCommand):
         # A failed tick committed nothing: the leases of runs it finished expire and are retried.
         run_loop(
             worker.tick,
-            rest=lambda result: None if result.claimed else worker.wait(poll),
+            rest=lambda result: worker.rest(result, poll),
             # --once: the first claim, or nothing left in flight; the drain below waits for the runs.
             done=lambda result: once and (result.claimed or not worker.inflight),
             stop=stop,
