@@ -123,7 +123,19 @@ FOR NO KEY UPDATE OF t;
 -- leaves the runs of other target kinds to their own consumers. A queue the
 -- tenant paused (a jobs_queuepause row) is left out before its probes run;
 -- lock_ready_tenants already left out tenants paused as a whole.
-WITH candidates AS (
+WITH rooms AS MATERIALIZED (
+    SELECT t.id AS tenant_id,
+           t.max_concurrent_runs
+             - (SELECT count(*) FROM runs_run l
+                WHERE l.tenant_id = t.id AND l.state = 'leased' AND l.history_day = '9999-12-31') AS room,
+           -- Whether a queue limit may apply (runs.limits.gates reads them only then).
+           EXISTS (SELECT 1 FROM jobs_queuelimit ql
+                   WHERE ql.queue = ANY(%(queues)s::text[]) AND (ql.tenant_id IS NULL OR ql.tenant_id = t.id))
+             AS queue_limited
+    FROM jobs_tenant t
+    WHERE t.id = ANY(%(tenants)s::bigint[])
+),
+candidates AS (
     SELECT c.*
     FROM unnest(%(tenants)s::bigint[]) AS t(id)
     CROSS JOIN unnest(%(queues)s::text[]) AS q(name)
@@ -143,22 +155,12 @@ WITH candidates AS (
                                WHERE jd.tenant_id = t.id
                                  AND (jd.status <> 'active' OR jd.target_kind <> ALL(%(kinds)s::text[])))
         ORDER BY r.available_at
-        LIMIT %(per_tenant)s
+        -- No more than the tenant's room could take, and one more (held back: what tells
+        -- that its cap holds it, runs.metrics): a tenant at its cap has no runs locked for nothing.
+        LIMIT least(%(per_tenant)s, (SELECT greatest(rm.room, 0) + 1 FROM rooms rm WHERE rm.tenant_id = t.id))
         FOR UPDATE OF r SKIP LOCKED
     ) c
     WHERE NOT EXISTS (SELECT 1 FROM jobs_queuepause qp WHERE qp.tenant_id = t.id AND qp.queue = q.name)
-),
-rooms AS MATERIALIZED (
-    SELECT t.id AS tenant_id,
-           t.max_concurrent_runs
-             - (SELECT count(*) FROM runs_run l
-                WHERE l.tenant_id = t.id AND l.state = 'leased' AND l.history_day = '9999-12-31') AS room,
-           -- Whether a queue limit may apply (runs.limits.gates reads them only then).
-           EXISTS (SELECT 1 FROM jobs_queuelimit ql
-                   WHERE ql.queue = ANY(%(queues)s::text[]) AND (ql.tenant_id IS NULL OR ql.tenant_id = t.id))
-             AS queue_limited
-    FROM jobs_tenant t
-    WHERE t.id = ANY(%(tenants)s::bigint[])
 ),
 gates AS MATERIALIZED (
     SELECT j.id AS job_id, j.concurrency, j.overlap_policy, j.concurrency_group, j.concurrency_group_limit,

@@ -96,7 +96,10 @@ FROM (
       AND (r.state = 'scheduled'
            OR NOT EXISTS (SELECT 1 FROM jobs_tenant bt WHERE bt.id = r.tenant_id AND bt.breaker_opened_at IS NOT NULL))
 ) c
-WHERE c.turn <= %(per_tenant)s;
+WHERE c.turn <= %(per_tenant)s
+  -- No more than the tenant's room could take, and one more (held back: what tells that its cap holds it).
+  AND c.turn <= max(0, (SELECT t.max_concurrent_runs FROM jobs_tenant t WHERE t.id = c.tenant_id)
+                       - (SELECT count(*) FROM runs_run l WHERE l.tenant_id = c.tenant_id AND l.state = 'leased')) + 1;
 
 -- name: lease_runs
 -- transitions.lease_runs (claims.claim): lease the chosen runs (each still

@@ -87,6 +87,34 @@ def test_it_holds_a_tenant_to_its_concurrent_cap(acme, make_job, make_run):
     assert claims.claim(["default"], 10, "w", now=NOW) == []
 
 
+def test_a_claim_locks_no_more_of_a_capped_tenants_runs_than_its_room_and_says_the_cap_held_it(
+    acme, globex, make_job, make_run, monkeypatch
+):
+    Tenant.objects.filter(pk=acme.pk).update(max_concurrent_runs=4)
+    fill(make_run, make_job(acme, "capped", overlap_policy="allow"), 30)
+    fill(make_run, make_job(globex, "free", overlap_policy="allow"), 3, start=100)
+    read = []
+    candidates = claims.claim_candidates
+    monkeypatch.setattr(claims, "claim_candidates", lambda params: read.extend(candidates(params)) or read)
+    first = claims.claim(["default"], 20, "w", now=NOW)
+    # Its room of 4 and one more, held back (what tells that the cap holds it), not the 10 of its share.
+    assert Counter(c.tenant_id for c in read) == {acme.pk: 5, globex.pk: 3}
+    assert (by(first, "tenant_id"), first.held) == ({acme.pk: 4, globex.pk: 3}, True)
+    read.clear()
+    second = claims.claim(["default"], 20, "w", now=NOW)
+    assert Counter(c.tenant_id for c in read) == {acme.pk: 1}, "at its cap: one run read, none leased"
+    assert (second, second.held) == ([], True)
+
+
+def test_a_claim_that_took_a_whole_share_is_not_held_even_with_a_capped_tenant(acme, globex, make_job, make_run):
+    Tenant.objects.filter(pk=acme.pk).update(max_concurrent_runs=1)
+    fill(make_run, make_job(acme, "capped", overlap_policy="allow"), 5)
+    fill(make_run, make_job(globex, "many", overlap_policy="allow"), 30, start=100)
+    leases = claims.claim(["default"], 10, "w", now=NOW)
+    # globex's share (5 of a batch of 10 between two tenants) was taken whole: more of it may be due.
+    assert (by(leases, "tenant_id"), leases.held) == ({acme.pk: 1, globex.pk: 5}, False)
+
+
 def test_it_holds_a_job_to_its_concurrency_limit(acme, make_job, make_run):
     fill(make_run, make_job(acme, "two-at-once", concurrency=2, overlap_policy="allow"), 5)
     first = claims.claim(["default"], 10, "w", now=NOW)
