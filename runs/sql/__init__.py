@@ -15,6 +15,7 @@ import contextlib
 import datetime as dt
 import functools
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 HERE = Path(__file__).parent
+log = logging.getLogger("duetime.db")
 HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 # Statements of one query end with `;` at the end of a line.
 STATEMENT_END = re.compile(r";\s*$", re.MULTILINE)
@@ -118,9 +120,37 @@ def on_connect(sender, connection, **kwargs):
     the session is in autocommit then, so the settings hold for the
     connection's life.
     """
-    if connection.vendor == "postgresql" and not transaction_pooling():
+    if connection.vendor != "postgresql":
+        return
+    if not transaction_pooling():
         with connection.connection.cursor() as c:
             c.execute("SET plan_cache_mode = force_generic_plan; SET jit = off")
+    elif not _jit_checked:
+        _warn_if_jit(connection)
+
+
+_jit_checked = False  # this process already looked at `jit` behind a transaction pooler
+
+
+def _warn_if_jit(connection):
+    """Behind a transaction pooler nothing is SET at connect: say once per process if the role left JIT on.
+
+    With JIT on, the hot statements (planned at every execution, as nothing is
+    prepared) are compiled whenever their estimate passes jit_above_cost: the
+    drain behind PgBouncer ran at a third of its rate until `ALTER ROLE ... SET
+    jit = off` (docs/operations.md, PgBouncer).
+    """
+    global _jit_checked
+    _jit_checked = True
+    with connection.connection.cursor() as c:
+        c.execute("SHOW jit")
+        (jit,) = c.fetchone()
+    if jit == "on":
+        log.warning(
+            "DUETIME_DATABASE_POOLING=transaction and the database role has jit = on: every hot statement is "
+            "planned at each execution and may be JIT-compiled, which cut the drain to a third here. Run once: "
+            "ALTER ROLE <duetime's role> SET jit = off; (docs/operations.md, PgBouncer)"
+        )
 
 
 def transaction_pooling():

@@ -36,6 +36,27 @@ def test_each_session_keeps_one_generic_plan_per_query_and_never_compiles_with_j
         assert c.fetchone() == ("force_generic_plan", "off")
 
 
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's session settings")
+@pytest.mark.parametrize("jit, warned", [("on", 1), ("off", 0)])
+def test_behind_a_transaction_pooler_a_role_that_leaves_jit_on_is_named_once_per_process(
+    settings, monkeypatch, caplog, jit, warned
+):
+    settings.DUETIME_DATABASE_POOLING = "transaction"  # nothing is SET at connect: the role's settings hold
+    monkeypatch.setattr(sql, "_jit_checked", False)
+    with connection.cursor() as c:
+        c.execute(f"SET jit = {jit}")  # as the role would leave it
+    try:
+        for _ in range(3):  # three new connections of one process
+            sql.on_connect(None, connection)
+    finally:
+        with connection.cursor() as c:
+            c.execute("SET jit = off")
+    warnings = [r.getMessage() for r in caplog.records if "jit = on" in r.getMessage()]
+    assert len(warnings) == warned
+    assert all("ALTER ROLE" in message for message in warnings)
+
+
 def test_a_query_of_several_statements_is_split_at_the_end_of_each():
     statements = sql.load("sqlite")["complete_runs"]
     assert [s.split()[0] for s in statements] == ["WITH"] * 5
