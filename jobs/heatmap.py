@@ -3,8 +3,12 @@
 Cron schedules herd: most people write `0 * * * *` or `0 2 * * *`, so
 minute :00 gets every job at once while the other 59 minutes idle. `heatmap()`
 counts the starts (due time plus each job's fixed jitter offset) of the next
-24 hours per UTC minute, finds the busiest minute of the hour, and `advice()`
-says how many jobs herd there and which jitter would spread them.
+24 hours per UTC minute, of every active scheduled job whatever its kind
+(`cron`, `every`, `at`) and inside its bounds, finds the busiest minute of the
+hour, and `advice()` says how many jobs herd there and which jitter would
+spread them. An `every` job herds only when its period is whole hours (its
+starts then fall on one minute of every hour); a shorter period spreads its
+starts by design.
 """
 
 import dataclasses
@@ -12,7 +16,7 @@ import datetime as dt
 import math
 from collections import Counter, defaultdict
 
-from jobs import cron, jitter
+from jobs import cron, jitter, occurrences
 
 MINUTES = 24 * 60
 
@@ -35,7 +39,16 @@ class Heatmap:
 
 
 def heatmap(jobs, now, *, held=None):
-    """Starts in the 24 hours from the hour of `now`, per minute (UTC). `jobs`: active cron jobs.
+    """Starts in the 24 hours from the hour of `now`, per minute (UTC). `jobs`: active scheduled jobs of any kind.
+
+    Each kind counts its starts inside its bounds [start_at, end_at) (a due
+    time outside them is not a start): `cron` through `_starts`, `every`
+    arithmetically (`_every`: never one instant at a time below a minute's
+    period), `at` its one instant. A job that ran its count
+    (`remaining_runs == 0`, occurrences.ended's "remaining_runs") counts
+    nothing; the other reasons a job ends (its `end_at` passed, its `at`
+    instant gone) leave no due time inside the bounds anyway. `on demand`
+    (`none`) jobs have no schedule and count nothing.
 
     `held(job, instants) -> instants`: where the job's maintenance windows put
     these starts (a skipped one left out, a held one at its window's end), for
@@ -44,17 +57,27 @@ def heatmap(jobs, now, *, held=None):
     """
     start = now.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
     counts = [0] * MINUTES
-    groups = defaultdict(list)
+    crons, timed = defaultdict(list), defaultdict(list)
     windowed = getattr(held, "jobs", set()) if held else set()
     for job in jobs:
+        if job.remaining_runs == 0:
+            continue  # ended: it ran its count
         # A job with windows of its own (or its tenant's) is counted alone: its starts are its own.
-        groups[(job.cron_expr, job.time_zone, job.pk if job.pk in windowed else None)].append(job)
+        alone = job.pk if job.pk in windowed else None
+        bounds = (job.start_at, job.end_at)
+        if job.schedule_kind == "cron":
+            crons[(job.cron_expr, job.time_zone, bounds, alone)].append(job)
+        elif job.schedule_kind in ("every", "at") and (job.every_seconds or job.schedule_kind == "at"):
+            shift = jitter.stable_jitter(job.tenant.name, job.name, job.jitter_seconds)
+            timed[(job.schedule_kind, job.every_seconds, job.run_at, bounds, shift, alone)].append(job)
     herd = defaultdict(set)
-    for (expr, zone, alone), members in groups.items():
+    for (expr, zone, (first, end), alone), members in crons.items():
         try:
             minutes = _starts(expr, zone, start)
         except (cron.CronError, cron.ZoneError):
             continue
+        if first is not None or end is not None:
+            minutes = [m for m in minutes if _within(first, end, start + dt.timedelta(minutes=m))]
         if alone is not None:
             minutes = _moved(members[0], minutes, start, held)
         offsets = Counter()
@@ -67,7 +90,95 @@ def heatmap(jobs, now, *, held=None):
                     counts[base + shift] += n
             if unjittered:
                 herd[base % 60].update(unjittered)
+    for (kind, seconds, _at, _bounds, shift, alone), members in timed.items():
+        schedule = occurrences.Schedule.of(members[0])
+        found = _timed(schedule, start, shift, held if alone is not None else None, members[0])
+        # An `every` job's starts are spread by design: it herds only when they all fall on one minute of
+        # the hour (a period of whole hours, like an hourly cron); an `at` job's one start does.
+        coincide = kind == "at" or seconds % 3600 == 0
+        unjittered = [job.pk for job in members if not job.jitter_seconds] if coincide else []
+        for minute, n in found.items():
+            counts[minute] += n * len(members)
+            if unjittered:
+                herd[minute % 60].update(unjittered)
     return Heatmap(start, counts, {m: len(ids) for m, ids in herd.items()})
+
+
+def _within(first, end, instant):
+    return (first is None or instant >= first) and (end is None or instant < end)
+
+
+# Due instants of one windowed `every` job passed through `held` (a 1 s period has 86,400 a day);
+# past them, its starts are counted arithmetically, as if no window held them.
+HELD_MAX = 10_000
+SECOND = 1_000_000  # µs
+MINUTE = 60 * SECOND
+
+
+def _timed(schedule, start, shift, held, job):
+    """{minute index: starts} of an `every` or `at` schedule started `shift` seconds after each due time."""
+    grid_end = start + dt.timedelta(minutes=MINUTES)
+    offset = dt.timedelta(seconds=shift)
+    if schedule.kind == "at":
+        due = schedule.run_at
+        instants = [due] if _within(schedule.start_at, schedule.end_at, due) else []
+        if held is not None and instants:
+            instants = held(job, instants)
+        return Counter(_minute(t + offset, start) for t in instants if start <= t + offset < grid_end)
+    if held is None:
+        return _every(schedule, start, shift)
+    # Windows: the due instants whose start falls in the 24 hours go through `held`, at most HELD_MAX.
+    listed = occurrences.after(schedule, start - offset - occurrences.US, HELD_MAX)
+    listed = [t for t in listed if t + offset < grid_end]
+    found = Counter(_minute(t + offset, start) for t in held(job, listed) if start <= t + offset < grid_end)
+    if len(listed) == HELD_MAX:  # the rest of the day, counted without windows
+        found.update(_every(schedule, start, shift, after=listed[-1]))
+    return found
+
+
+def _every(schedule, start, shift, after=None):
+    """{minute index: starts} of anchor + k * period (k >= 0) inside the bounds, each started `shift` s late.
+
+    Exact, in integer microseconds from `start`. A period of a minute or more
+    has at most 1,440 starts a day, listed one by one; a shorter one counts
+    each minute's starts arithmetically (1,441 subtractions, whatever the
+    period: 86,400 starts a day at 1 s are never listed). `after`: only due
+    times after this instant.
+    """
+    period = schedule.every_seconds * SECOND
+    anchor = _us(schedule.anchor, start)
+    late = shift * SECOND
+    k_min = 0  # k >= 0: nothing before the anchor
+    if schedule.start_at is not None:
+        k_min = max(k_min, _ceil(_us(schedule.start_at, start) - anchor, period))
+    if after is not None:
+        k_min = max(k_min, (_us(after, start) - anchor) // period + 1)
+    k_end = None if schedule.end_at is None else _ceil(_us(schedule.end_at, start) - anchor, period)
+
+    def starts_before(t):  # how many starts are before t (µs from `start`)
+        k = _ceil(t - anchor - late, period)
+        return max(0, (k if k_end is None else min(k_end, k)) - k_min)
+
+    if period >= MINUTE:
+        first = max(k_min, _ceil(-anchor - late, period))
+        last = _ceil(MINUTES * MINUTE - anchor - late, period)
+        if k_end is not None:
+            last = min(last, k_end)
+        return Counter((anchor + k * period + late) // MINUTE for k in range(first, last))
+    before = [starts_before(m * MINUTE) for m in range(MINUTES + 1)]
+    return {m: before[m + 1] - before[m] for m in range(MINUTES) if before[m + 1] != before[m]}
+
+
+def _us(instant, start):
+    return (instant - start) // dt.timedelta(microseconds=1)
+
+
+def _ceil(a, b):
+    return -(-a // b)
+
+
+def _minute(instant, start):
+    return int((instant - start) / dt.timedelta(minutes=1))
 
 
 def _moved(job, minutes, start, held):

@@ -26,6 +26,7 @@ from scheduler_project.admin import scoping
 from scheduler_project.admin.site import site
 
 MAX_PREVIEW = 20
+SCHEDULED = ("cron", "every", "at")  # the kinds the heatmap counts (`none`: on demand only)
 
 
 def preview_data(expr, zone, now, count=8, windows=()):
@@ -130,9 +131,9 @@ def heatmap_page(request):
     jobs = []
     if tenant is not None:
         jobs = list(
-            JobDefinition.objects.filter(tenant=tenant, status="active", schedule_kind="cron").select_related("tenant")[
-                :5000
-            ]
+            JobDefinition.objects.filter(tenant=tenant, status="active", schedule_kind__in=SCHEDULED).select_related(
+                "tenant"
+            )[:5000]
         )
     windows = Window.objects.by_job(jobs) if jobs else {}
     hm = heatmap(jobs, now, held=_Held(windows))

@@ -169,3 +169,112 @@ def test_it_previews_an_every_schedule_from_its_start_with_the_clock_change_note
 def test_it_says_how_to_fix_a_bad_period_or_bounds(as_alice, query, field):
     data = as_alice.get(PREVIEW, {"schedule_kind": "every", "time_zone": "UTC", **query}).json()
     assert not data["ok"] and data["field"] == field, data
+
+
+# ------------------------------------------------------------ every kind on the heatmap
+
+DAY_START = dt.datetime(2026, 6, 1, 9, 0, tzinfo=dt.UTC)
+
+
+def _expected(job, start=DAY_START):
+    """The slow truth: every occurrence of the day listed by jobs.occurrences, jitter added, per minute."""
+    from jobs import jitter, occurrences
+
+    shift = dt.timedelta(seconds=jitter.stable_jitter(job.tenant.name, job.name, job.jitter_seconds))
+    end = start + dt.timedelta(days=1)
+    counts = [0] * (24 * 60)
+    times = occurrences.after(occurrences.Schedule.of(job), start - shift - dt.timedelta(microseconds=1), 200_000)
+    for t in times:
+        if start <= t + shift < end:
+            counts[int((t + shift - start) / dt.timedelta(minutes=1))] += 1
+    return counts
+
+
+@pytest.mark.parametrize("jitter_seconds", [0, 45, 600])
+def test_it_counts_an_every_90s_job_exactly_per_minute_over_the_day(acme, make_job, jitter_seconds):
+    job = make_job(acme, "poll", schedule_kind="every", every_seconds=90, jitter_seconds=jitter_seconds)
+    hm = heatmap([job], DAY_START + dt.timedelta(minutes=17))
+    assert hm.counts == _expected(job)
+    assert sum(hm.counts) == 960 and hm.counts[:6] != [0] * 6 and set(hm.counts) == {0, 1}  # 2 of every 3 minutes
+
+
+def test_it_counts_an_every_second_job_60_a_minute_without_listing_its_86400_starts(acme, make_job, monkeypatch):
+    from jobs import occurrences
+
+    jobs = [make_job(acme, f"tick.{i}", schedule_kind="every", every_seconds=1) for i in range(50)]
+    monkeypatch.setattr(occurrences, "after", lambda *a: pytest.fail("an every-second job was listed"))
+    hm = heatmap(jobs, DAY_START)
+    assert hm.counts == [60 * 50] * (24 * 60)
+    # 7 s does not divide a minute: 8 or 9 starts a minute, exactly as listing them says.
+    odd = make_job(acme, "odd", schedule_kind="every", every_seconds=7, start_at=DAY_START + dt.timedelta(seconds=3))
+    assert set(heatmap([odd], DAY_START).counts) == {8, 9}
+    monkeypatch.undo()
+    assert heatmap([odd], DAY_START).counts == _expected(odd)
+
+
+def test_it_counts_only_starts_inside_the_bounds_for_cron_and_every(acme, make_job):
+    bounds = {"start_at": DAY_START + dt.timedelta(hours=2), "end_at": DAY_START + dt.timedelta(hours=5, minutes=30)}
+    hourly = make_job(acme, "hourly", cron_expr="0 * * * *", **bounds)
+    hm = heatmap([hourly], DAY_START)
+    assert [m for m, n in enumerate(hm.counts) if n] == [120, 180, 240, 300]  # 11:00 to 14:00, not 14:30 or later
+    ping = make_job(acme, "ping", schedule_kind="every", every_seconds=600, **bounds)
+    hm = heatmap([ping], DAY_START)
+    assert (
+        [m for m, n in enumerate(hm.counts) if n]
+        == list(range(120, 330, 10))
+        == [m for m, n in enumerate(_expected(ping)) if n]
+    )
+    fast = make_job(acme, "fast", schedule_kind="every", every_seconds=20, **bounds)
+    assert sum(heatmap([fast], DAY_START).counts) == 3.5 * 3600 / 20 == sum(_expected(fast))
+
+
+def test_it_counts_an_at_job_once_inside_the_day_and_its_bounds(acme, make_job):
+    once = make_job(acme, "once", schedule_kind="at", run_at=DAY_START + dt.timedelta(hours=3, minutes=7, seconds=30))
+    hm = heatmap([once], DAY_START + dt.timedelta(minutes=5))
+    assert sum(hm.counts) == 1 and hm.counts[187] == 1
+    tomorrow = make_job(acme, "later", schedule_kind="at", run_at=DAY_START + dt.timedelta(days=1, minutes=1))
+    assert sum(heatmap([tomorrow], DAY_START).counts) == 0
+    jittered = make_job(acme, "late", schedule_kind="at", run_at=DAY_START + dt.timedelta(hours=2), jitter_seconds=600)
+    assert sum(heatmap([jittered], DAY_START).counts[120:130]) == 1
+
+
+def test_an_ended_job_counts_nothing(acme, make_job):
+    spent = make_job(acme, "spent", schedule_kind="every", every_seconds=60, remaining_runs=0)
+    spent_cron = make_job(acme, "spent.cron", cron_expr="* * * * *", remaining_runs=0)
+    over = make_job(acme, "over", schedule_kind="every", every_seconds=60, end_at=DAY_START - dt.timedelta(hours=1))
+    past = make_job(acme, "past", schedule_kind="at", run_at=DAY_START - dt.timedelta(minutes=1))
+    hm = heatmap([spent, spent_cron, over, past], DAY_START)
+    assert sum(hm.counts) == 0 and advice(hm)["peak_minute"] is None
+    left = make_job(acme, "left", schedule_kind="every", every_seconds=60, remaining_runs=3)
+    assert sum(heatmap([left], DAY_START).counts) > 0  # not ended yet
+
+
+def test_every_jobs_herd_only_when_their_starts_fall_on_one_minute_of_the_hour(acme, make_job):
+    spread = [make_job(acme, f"poll.{i}", schedule_kind="every", every_seconds=60) for i in range(10)]
+    hm = heatmap(spread, DAY_START)
+    assert hm.herd_jobs == {} and advice(hm)["suggested_jitter_seconds"] == 0
+    hourly = [make_job(acme, f"sync.{i}", schedule_kind="every", every_seconds=3600) for i in range(30)]
+    words = advice(heatmap(hourly + spread, DAY_START))
+    assert words["peak_minute"] == 0 and words["herd_jobs"] == 30 and words["suggested_jitter_seconds"] > 0
+
+
+def test_the_heatmap_page_counts_every_jobs(as_alice, acme, make_job):
+    make_job(acme, "poll", schedule_kind="every", every_seconds=60)
+    make_job(acme, "tick", schedule_kind="every", every_seconds=1)
+    make_job(acme, "never", schedule_kind="none")
+    response = as_alice.get(reverse("admin:portal_heatmap"))
+    assert response.context["job_count"] == 2
+    assert response.context["by_minute"] == [24 * 61] * 60
+    assert "2 active scheduled job(s)" in response.content.decode()
+
+
+def test_the_heatmap_holds_an_every_jobs_starts_in_a_tenant_window(as_alice, acme, make_job):
+    from calendars.models import Window
+
+    make_job(acme, "poll", schedule_kind="every", every_seconds=30)
+    Window.objects.create(
+        tenant=acme, name="nightly freeze", kind="recurring", cron_expr="0 * * * *", duration_seconds=600
+    )
+    by_minute = as_alice.get(reverse("admin:portal_heatmap")).context["by_minute"]
+    assert by_minute[:10] == [0] * 10 and by_minute[11:] == [24 * 2] * 49  # skipped: the default policy
+    assert by_minute[10] == 24 * 2
