@@ -258,8 +258,7 @@ def gates(candidates, now=None):
     # claim_candidates tells whether a limit may apply: a claim where none does (most) reads none here.
     if any(c.queue_limited for c in candidates):
         applying = QueueLimit.objects.filter(queue__in=queues).filter(Q(tenant__isnull=True) | Q(tenant_id__in=tenants))
-        if applying.exists():
-            _queue_bounds(found, applying, now)
+        _queue_bounds(found, applying, now)
     groups = {(c.tenant_id, c.group) for c in candidates if c.group}
     for tenant_id, key in sorted(groups):
         found.groups[(tenant_id, key)] = _group_bound(tenant_id, key)
@@ -267,9 +266,12 @@ def gates(candidates, now=None):
 
 
 def _queue_bounds(found, applying, now):
+    listed = list(applying.values_list("pk", "tenant_id", "queue"))  # every row that applies, held or not
+    if not listed:
+        return
     locked = {row.pk: row for row in applying.select_for_update(skip_locked=True).order_by("pk")}
     clock = None
-    for pk, tenant_id, queue in applying.values_list("pk", "tenant_id", "queue"):
+    for pk, tenant_id, queue in listed:
         name = "queue_concurrency" if tenant_id else "platform_queue_concurrency"
         row = locked.get(pk)
         if row is None:  # another claim holds it: full for this one
