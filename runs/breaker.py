@@ -93,11 +93,11 @@ def tick(now):
     moved = 0
     window = dt.timedelta(seconds=settings.DUETIME_BREAKER_WINDOW_SECONDS)
     opened = dict(Tenant.objects.filter(breaker_opened_at__isnull=False).values_list("pk", "breaker_opened_at"))
-    for tenant_id, rate in rates(now).items():
+    current = rates(now)  # every tenant with attempts in the window: a ripe one missing had none
+    for tenant_id, rate in current.items():
         if tenant_id not in opened and rate.trips():
             moved += open_breaker(tenant_id, rate, now)
     ripe = [pk for pk, since in opened.items() if now - since >= window]
-    current = rates(now, ripe) if ripe else {}
     for tenant_id in ripe:
         rate = current.get(tenant_id, Rate(0, 0))
         if not rate.trips():
