@@ -84,6 +84,11 @@ def rates(now, tenants=None):
     return found
 
 
+def tenant_rate(tenant, now):
+    """One tenant's Rate over the window (none in it: 0 of 0)."""
+    return rates(now, [tenant.pk]).get(tenant.pk, Rate(0, 0))
+
+
 def tick(now):
     """Open the breakers the window's rates trip, close those that recovered. Returns how many moved."""
     last = _last_pass["at"]

@@ -36,8 +36,11 @@ class Usage:
         return self.limit is not None and self.used >= self.limit
 
 
-def usage(tenant, now=None):
-    """[Usage] of `tenant`: every quota, cap and limit, in a stable order."""
+def usage(tenant, now=None, rate=None):
+    """[Usage] of `tenant`: every quota, cap and limit, in a stable order.
+
+    `rate`: the tenant's breaker.Rate over the window, when the caller read it already (read here if None).
+    """
     now = now or timezone.now()
     leased = Run.objects.filter(tenant=tenant, state=Run.State.LEASED).order_by()
     rows = [
@@ -77,7 +80,7 @@ def usage(tenant, now=None):
     rows += _job_concurrency(tenant, leased)
     rows += _queue_limits(tenant, now)
     rows += _groups(tenant, leased)
-    rows.append(_breaker(tenant, now))
+    rows.append(_breaker(tenant, rate or breaker.tenant_rate(tenant, now)))
     return rows
 
 
@@ -158,8 +161,7 @@ def _job_concurrency(tenant, leased):
     return sorted(rows, key=lambda row: (-row.used, row.scope))
 
 
-def _breaker(tenant, now):
-    rate = breaker.rates(now, [tenant.pk]).get(tenant.pk, breaker.Rate(0, 0))
+def _breaker(tenant, rate):
     percent = settings.DUETIME_BREAKER_FAILURE_PERCENT
     state = breaker.describe(tenant)
     return Usage(

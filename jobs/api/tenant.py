@@ -84,18 +84,19 @@ class TenantResumeResultSerializer(TenantSerializer):
 
 def state(tenant):
     pauses = QueuePause.objects.filter(tenant=tenant).order_by("queue")
+    now = timezone.now()
+    rate = breaker.tenant_rate(tenant, now)  # read once: the breaker's state and its row of the limits
     return {
         "name": tenant.name,
         "paused": tenant.paused_at is not None,
         "paused_at": tenant.paused_at,
         "paused_queues": {p.queue: p.paused_at for p in pauses},
-        "breaker": breaker_state(tenant),
-        "limits": limits.usage(tenant),
+        "breaker": breaker_state(tenant, rate),
+        "limits": limits.usage(tenant, now, rate),
     }
 
 
-def breaker_state(tenant):
-    rate = breaker.rates(timezone.now(), [tenant.pk]).get(tenant.pk, breaker.Rate(0, 0))
+def breaker_state(tenant, rate):
     return {
         "open": tenant.breaker_opened_at is not None,
         "opened_at": tenant.breaker_opened_at,
