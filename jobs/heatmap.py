@@ -77,7 +77,8 @@ def heatmap(jobs, now, *, held=None):
         except (cron.CronError, cron.ZoneError):
             continue
         if first is not None or end is not None:
-            minutes = [m for m in minutes if _within(first, end, start + dt.timedelta(minutes=m))]
+            schedule = occurrences.Schedule.of(members[0])
+            minutes = [m for m in minutes if occurrences.within(schedule, start + dt.timedelta(minutes=m))]
         if alone is not None:
             minutes = _moved(members[0], minutes, start, held)
         offsets = Counter()
@@ -104,10 +105,6 @@ def heatmap(jobs, now, *, held=None):
     return Heatmap(start, counts, {m: len(ids) for m, ids in herd.items()})
 
 
-def _within(first, end, instant):
-    return (first is None or instant >= first) and (end is None or instant < end)
-
-
 # Due instants of one windowed `every` job passed through `held` (a 1 s period has 86,400 a day);
 # past them, its starts are counted arithmetically, as if no window held them.
 HELD_MAX = 10_000
@@ -121,7 +118,7 @@ def _timed(schedule, start, shift, held, job):
     offset = dt.timedelta(seconds=shift)
     if schedule.kind == "at":
         due = schedule.run_at
-        instants = [due] if _within(schedule.start_at, schedule.end_at, due) else []
+        instants = [due] if occurrences.within(schedule, due) else []
         if held is not None and instants:
             instants = held(job, instants)
         return Counter(_minute(t + offset, start) for t in instants if start <= t + offset < grid_end)
