@@ -30,7 +30,7 @@ from prometheus_client.core import GaugeMetricFamily
 from dlq.models import DeadLetter
 from jobs.models import JobDefinition, Tenant
 from runs import canary
-from runs.models import Run, ShardLease
+from runs.models import ReadyMark, Run, ShardLease
 
 PRIORITIES = {p.value: p.label for p in JobDefinition.Priority}
 # Start minus available, first attempts: 5 s is the design's critical p99 target.
@@ -327,34 +327,32 @@ class Snapshot:
 def ready_backlog(now):
     """[(queue, priority name, ready runs, oldest ready age in seconds)] at `now`.
 
-    One row per (tenant, queue, priority) of the job definitions, each with two
-    index-only probes of run_claimable (the oldest: one descent; the count: a
-    range scan of that tenant's ready runs), so a scrape reads the ready runs'
-    index entries, never the finished runs. A run left on a queue its job has
-    since moved away from is not counted.
+    Driven by the ready marks due now (runs.models.ReadyMark: every ready run's
+    tenant and queue has one), so a scrape's cost follows the (tenant, queue)
+    pairs with due work, not the job definitions nor the runs scheduled ahead.
+    Each pair gets two index-only probes of run_claimable per priority (the
+    oldest: one descent; the count: a range scan of that tenant's ready runs),
+    so a scrape reads the ready runs' index entries, never the finished runs.
     """
-    ready = Run.objects.ready(now).filter(
-        tenant_id=OuterRef("tenant_id"), queue=OuterRef("queue"), priority=OuterRef("priority")
-    )
-    combos = (
-        JobDefinition.objects.order_by()
-        .values("tenant_id", "queue", "priority")
-        .annotate(jobs=Count("pk"))
-        .annotate(
-            oldest=Subquery(ready.order_by("available_at").values("available_at")[:1]),
-            n=Subquery(
-                ready.order_by().values("tenant_id").annotate(c=Count("*")).values("c")[:1],
-                output_field=IntegerField(),
-            ),
+    ready = Run.objects.ready(now).filter(tenant_id=OuterRef("tenant_id"), queue=OuterRef("queue"))
+    probes = {}
+    for value in PRIORITIES:
+        of_priority = ready.filter(priority=value)
+        probes[f"oldest_{value}"] = Subquery(of_priority.order_by("available_at").values("available_at")[:1])
+        probes[f"n_{value}"] = Subquery(
+            of_priority.order_by().values("tenant_id").annotate(c=Count("*")).values("c")[:1],
+            output_field=IntegerField(),
         )
-    )
+    pairs = ReadyMark.objects.filter(due_at__lte=now).order_by().values("tenant_id", "queue").distinct()
     totals = {}
-    for row in combos:
-        if not row["n"]:
-            continue
-        key = (row["queue"], _priority(row["priority"]))
-        n, oldest = totals.get(key, (0, row["oldest"]))
-        totals[key] = (n + row["n"], min(oldest, row["oldest"]))
+    for row in pairs.annotate(**probes):
+        for value in PRIORITIES:
+            n, oldest = row[f"n_{value}"], row[f"oldest_{value}"]
+            if not n:
+                continue
+            key = (row["queue"], _priority(value))
+            total, first = totals.get(key, (0, oldest))
+            totals[key] = (total + n, min(first, oldest))
     return [(q, p, n, max(0.0, (now - oldest).total_seconds())) for (q, p), (n, oldest) in sorted(totals.items())]
 
 

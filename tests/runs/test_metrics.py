@@ -179,6 +179,20 @@ def test_the_database_gauges_give_backlog_and_oldest_age_per_queue_and_priority(
     assert samples[("duetime_dead_letters_open", (("tenant", "globex"),))] == 1
 
 
+def test_the_backlog_counts_a_ready_run_where_it_waits_even_after_its_job_moved_queue_and_priority(
+    acme, make_job, make_run, clock
+):
+    job = make_job(acme, "export", queue="reports")
+    make_run(job, due_at=clock.ago(seconds=40))
+    JobDefinition.objects.filter(pk=job.pk).update(queue="default", priority=JobDefinition.Priority.CRITICAL)
+
+    samples = scrape(clock.now)
+
+    assert samples[("duetime_ready_runs", (("priority", "default"), ("queue", "reports")))] == 1
+    assert samples[("duetime_oldest_ready_age_seconds", (("priority", "default"), ("queue", "reports")))] == 40
+    assert ("duetime_ready_runs", (("priority", "critical"), ("queue", "default"))) not in samples
+
+
 def test_the_database_gauges_say_who_owns_the_shards(db, clock):
     shards.ensure_rows()
     shards.own_shards("node-a", clock.now)
