@@ -10,10 +10,11 @@ import datetime as dt
 import re
 
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from bench.setup import bench_tenant, db_now, insert_runs, settle
 from jobs.models import JobDefinition
-from runs import claims, sql
+from runs import claims, metrics, sql
 
 
 def run(options):
@@ -69,8 +70,9 @@ def run(options):
 
 
 def claim_plans(queue, tenant_ids, batch, label):
-    """EXPLAIN (ANALYZE, BUFFERS) of one claim's tenant and candidate queries, `batch` runs due now
-    spread over `tenant_ids` (their jobs on `queue`), in a transaction rolled back at the end.
+    """EXPLAIN (ANALYZE, BUFFERS) of one claim's tenant and candidate queries, and of the ready-backlog
+    gauges' query (runs.metrics.ready_backlog, read at each /metrics scrape), `batch` runs due now spread
+    over `tenant_ids` (their jobs on `queue`), in a transaction rolled back at the end.
 
     For bench tenants, which prints them for each shape; returns each query's execution ms.
     """
@@ -89,6 +91,9 @@ def claim_plans(queue, tenant_ids, batch, label):
         _explain(cursor, "lock_ready_tenants", params, timings)
         per_tenant = -(-batch // len(tenant_ids))
         _explain(cursor, "claim_candidates", {**params, "tenants": tenant_ids, "per_tenant": per_tenant}, timings)
+        with CaptureQueriesContext(connection) as gauge:
+            metrics.ready_backlog(db_now())
+        _explain_statement(cursor, "ready_backlog", gauge.captured_queries[-1]["sql"], None, timings)
         transaction.set_rollback(True)
     return timings
 
@@ -104,7 +109,12 @@ def _explain(cursor, name, params, timings):
         if statement.startswith("SELECT set_config"):
             cursor.execute(statement, params)
             continue
-        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + statement, params)
-        plan = [row[0] for row in cursor.fetchall()]
-        print(f"\n-- {name}\n" + "\n".join(plan))
-        timings[name] += float(re.search(r"Execution Time: ([\d.]+)", plan[-1]).group(1))
+        _explain_statement(cursor, name, statement, params, timings)
+
+
+def _explain_statement(cursor, name, statement, params, timings):
+    """Print the plan of one statement of `name`, adding its execution time to `timings[name]`."""
+    cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + statement, params)
+    plan = [row[0] for row in cursor.fetchall()]
+    print(f"\n-- {name}\n" + "\n".join(plan))
+    timings[name] = timings.get(name, 0.0) + float(re.search(r"Execution Time: ([\d.]+)", plan[-1]).group(1))

@@ -343,7 +343,8 @@ def ready_backlog(now):
             of_priority.order_by().values("tenant_id").annotate(c=Count("*")).values("c")[:1],
             output_field=IntegerField(),
         )
-    pairs = ReadyMark.objects.filter(due_at__lte=now).order_by().values("tenant_id", "queue").distinct()
+    # Grouped, so each pair is probed once however many due marks it has (the probes run per group).
+    pairs = ReadyMark.objects.filter(due_at__lte=now).order_by().values("tenant_id", "queue").annotate(Count("pk"))
     totals = {}
     for row in pairs.annotate(**probes):
         for value in PRIORITIES:
