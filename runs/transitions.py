@@ -241,13 +241,18 @@ def backoff_seconds(attempt, base, most, rng=random):
 
 @moves((S.SCHEDULED, S.LEASED), (S.RETRY_WAIT, S.LEASED))
 def lease_runs(run_ids, worker_id, lease_seconds, *, now=None):
-    """Lease these runs (chosen and locked by claims.claim) to `worker_id`; returns [Lease].
+    """Lease these runs (chosen and locked by claims.claim) to `worker_id`; returns [Lease] in `run_ids`' order.
 
     Each gets a new fencing token from the one global source, `attempt + 1`,
-    and a lease of `lease_seconds` capped by the job's timeout.
+    and a lease of `lease_seconds` capped by the job's timeout. The order is
+    the claim's (priority, round-robin, due), in which a worker starts them and
+    a dispatcher publishes them: the statement returns its rows in its plan's
+    order, which the database may change (a hash join returns them by id).
     """
-    rows = sql.execute("lease_runs", {"ids": list(run_ids), "worker": worker_id, "now": now, "lease": lease_seconds})
-    leases = [Lease.from_row(row) for row in rows]
+    ids = list(run_ids)
+    rows = sql.execute("lease_runs", {"ids": ids, "worker": worker_id, "now": now, "lease": lease_seconds})
+    position = {run_id: i for i, run_id in enumerate(ids)}
+    leases = sorted((Lease.from_row(row) for row in rows), key=lambda lease: position[lease.run_id])
     move_log.leased(leases, worker_id)
     return leases
 

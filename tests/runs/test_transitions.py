@@ -53,6 +53,20 @@ def test_it_leases_a_due_run_with_a_fresh_token_and_a_lease_expiry(job, make_run
     assert run.started_at == at(1)
 
 
+def test_leases_come_back_in_the_order_the_claim_chose_whatever_plan_the_database_picks(job, make_run):
+    """The claim's order (priority, round-robin, due) is the order a worker starts them and a dispatcher
+    publishes them. An UPDATE returns its rows in the order of its plan: a hash or merge join (which a
+    busy database's statistics can pick) returned them by id, and a dispatcher published out of due order."""
+    runs = [make_run(job, due_at=at(-60 + i)) for i in range(6)]
+    chosen = [run.pk for run in reversed(runs)]
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL enable_nestloop = off")  # the plan a busy database picked
+        leases = transitions.lease_runs(chosen, "w-alice", 30, now=at(0))
+    assert [lease.run_id for lease in leases] == chosen
+
+
 def test_it_never_leases_a_run_before_it_is_available(job, make_run):
     make_run(job, due_at=at(10))
     assert claims.claim(["default"], 10, "w", now=at(9.999)) == []
