@@ -247,7 +247,7 @@ def lease_runs(run_ids, worker_id, lease_seconds, *, now=None):
     and a lease of `lease_seconds` capped by the job's timeout. The order is
     the claim's (priority, round-robin, due), in which a worker starts them and
     a dispatcher publishes them: the statement returns its rows in its plan's
-    order, which the database may change (a hash join returns them by id).
+    order, which the planner may change (another join returns them in its own).
     """
     ids = list(run_ids)
     rows = sql.execute("lease_runs", {"ids": ids, "worker": worker_id, "now": now, "lease": lease_seconds})

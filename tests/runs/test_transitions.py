@@ -55,14 +55,14 @@ def test_it_leases_a_due_run_with_a_fresh_token_and_a_lease_expiry(job, make_run
 
 def test_leases_come_back_in_the_order_the_claim_chose_whatever_plan_the_database_picks(job, make_run):
     """The claim's order (priority, round-robin, due) is the order a worker starts them and a dispatcher
-    publishes them. An UPDATE returns its rows in the order of its plan: a hash or merge join (which a
-    busy database's statistics can pick) returned them by id, and a dispatcher published out of due order."""
+    publishes them. An UPDATE returns its rows in the order of its plan: under load the planner picked
+    another join, and a dispatcher published a backlog out of due order."""
     runs = [make_run(job, due_at=at(-60 + i)) for i in range(6)]
     chosen = [run.pk for run in reversed(runs)]
     with transaction.atomic():
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL enable_nestloop = off")  # the plan a busy database picked
+                cursor.execute("SET LOCAL enable_nestloop = off")  # another join, as the planner may pick
         leases = transitions.lease_runs(chosen, "w-alice", 30, now=at(0))
     assert [lease.run_id for lease in leases] == chosen
 
