@@ -80,7 +80,7 @@ def usage(tenant, now=None, rate=None):
     rows += _job_concurrency(tenant, leased)
     rows += _queue_limits(tenant, now)
     rows += _groups(tenant, leased)
-    rows.append(_breaker(tenant, rate or breaker.tenant_rate(tenant, now)))
+    rows.append(_breaker(tenant, breaker.tenant_rate(tenant, now) if rate is None else rate))
     return rows
 
 
