@@ -10,7 +10,6 @@ import datetime as dt
 import re
 
 from django.db import connection, transaction
-from django.test.utils import CaptureQueriesContext
 
 from bench.setup import bench_tenant, db_now, insert_runs, settle
 from jobs.models import JobDefinition
@@ -91,9 +90,8 @@ def claim_plans(queue, tenant_ids, batch, label):
         _explain(cursor, "lock_ready_tenants", params, timings)
         per_tenant = -(-batch // len(tenant_ids))
         _explain(cursor, "claim_candidates", {**params, "tenants": tenant_ids, "per_tenant": per_tenant}, timings)
-        with CaptureQueriesContext(connection) as gauge:
-            metrics.ready_backlog(db_now())
-        _explain_statement(cursor, "ready_backlog", gauge.captured_queries[-1]["sql"], None, timings)
+        gauge, gauge_params = metrics.backlog_probes(db_now()).query.sql_with_params()
+        _explain_statement(cursor, "ready_backlog", gauge, gauge_params, timings)
         transaction.set_rollback(True)
     return timings
 

@@ -325,7 +325,21 @@ class Snapshot:
 
 
 def ready_backlog(now):
-    """[(queue, priority name, ready runs, oldest ready age in seconds)] at `now`.
+    """[(queue, priority name, ready runs, oldest ready age in seconds)] at `now`, summed from backlog_probes."""
+    totals = {}
+    for row in backlog_probes(now):
+        for value in PRIORITIES:
+            n, oldest = row[f"n_{value}"], row[f"oldest_{value}"]
+            if not n:
+                continue
+            key = (row["queue"], _priority(value))
+            total, first = totals.get(key, (0, oldest))
+            totals[key] = (total + n, min(first, oldest))
+    return [(q, p, n, max(0.0, (now - oldest).total_seconds())) for (q, p), (n, oldest) in sorted(totals.items())]
+
+
+def backlog_probes(now):
+    """The ready-backlog gauges' one query: per (tenant, queue) with due work, each priority's count and oldest.
 
     Driven by the ready marks due now (runs.models.ReadyMark: every ready run's
     tenant and queue has one), so a scrape's cost follows the (tenant, queue)
@@ -333,6 +347,8 @@ def ready_backlog(now):
     Each pair gets two index-only probes of run_claimable per priority (the
     oldest: one descent; the count: a range scan of that tenant's ready runs),
     so a scrape reads the ready runs' index entries, never the finished runs.
+    Grouped, so each pair is probed once however many due marks it has (the
+    probes run per group). bench tenants explains it.
     """
     ready = Run.objects.ready(now).filter(tenant_id=OuterRef("tenant_id"), queue=OuterRef("queue"))
     probes = {}
@@ -343,18 +359,8 @@ def ready_backlog(now):
             of_priority.order_by().values("tenant_id").annotate(c=Count("*")).values("c")[:1],
             output_field=IntegerField(),
         )
-    # Grouped, so each pair is probed once however many due marks it has (the probes run per group).
     pairs = ReadyMark.objects.filter(due_at__lte=now).order_by().values("tenant_id", "queue").annotate(Count("pk"))
-    totals = {}
-    for row in pairs.annotate(**probes):
-        for value in PRIORITIES:
-            n, oldest = row[f"n_{value}"], row[f"oldest_{value}"]
-            if not n:
-                continue
-            key = (row["queue"], _priority(value))
-            total, first = totals.get(key, (0, oldest))
-            totals[key] = (total + n, min(first, oldest))
-    return [(q, p, n, max(0.0, (now - oldest).total_seconds())) for (q, p), (n, oldest) in sorted(totals.items())]
+    return pairs.annotate(**probes)
 
 
 def snapshot(now=None):
