@@ -27,8 +27,9 @@ from jobs.definitions import save_definition
 from jobs.models import JobDefinition
 from runs import enqueue
 from runs.models import Attempt, Run, ShardLease
-from tests.acceptance.test_processes import Processes, stop
+from tests.acceptance.test_processes import Processes
 from tests.conftest import engine_env
+from tests.spawned import spawn, stop
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.concurrency, pytest.mark.django_db(transaction=True)]
@@ -145,7 +146,7 @@ def test_run_all_replaces_a_worker_that_died(acme, make_job):
     ping = make_job(acme, "ping", overlap_policy="allow")
     command = [sys.executable, "manage.py", "run_all", "--port", str(free_port()), "--skip-checks"]
     env = engine_env(DUETIME_POLL_SECONDS=0.05)
-    supervisor = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    supervisor = spawn(command, env=env)
     try:
         first = wait_until(lambda: worker_child(supervisor.pid), message="the worker child")
         run_by(ping, first)

@@ -7,7 +7,6 @@ through the environment, as an operator would.
 import datetime as dt
 import json
 import signal
-import subprocess
 import sys
 
 import pytest
@@ -19,6 +18,7 @@ from jobs.models import JobDefinition
 from runs import enqueue
 from runs.models import Attempt, Run, ShardLease
 from tests.conftest import engine_env
+from tests.spawned import output_of, spawn, stop
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.concurrency, pytest.mark.django_db(transaction=True)]
@@ -27,24 +27,7 @@ FAST = {"DUETIME_LEASE_SECONDS": 2, "DUETIME_HEARTBEAT_SECONDS": 0.5, "DUETIME_P
 
 
 def start(*args, **env):
-    return subprocess.Popen(
-        [sys.executable, "manage.py", *args, "--skip-checks"],
-        env=engine_env(**{**FAST, **env}),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def stop(proc, sig=signal.SIGTERM, timeout=30):
-    if proc.poll() is None:
-        proc.send_signal(sig)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-    return proc.returncode, out
+    return spawn([sys.executable, "manage.py", *args, "--skip-checks"], env=engine_env(**{**FAST, **env}))
 
 
 class Processes:
@@ -171,7 +154,7 @@ def test_it_stops_gracefully_on_sigterm(acme, make_job, command):
     }[command]
     proc = start(command)
     wait_until(lambda: stepped() or proc.poll() is not None, message=f"{command} to do one step")
-    assert proc.poll() is None, proc.communicate()[0]
+    assert proc.poll() is None, output_of(proc)
     code, output = stop(proc, timeout=15)
     assert code == 0, output
     assert "stopped" in output
@@ -181,7 +164,7 @@ def test_a_processes_worker_drains_on_sigterm_and_releases_what_still_runs(acme,
     job, run = held_job(acme, make_job, tmp_path)
     proc = start("run_worker", "--pool", "processes", "--concurrency", "2", "--grace", "1")
     wait_until(lambda: (tmp_path / "1.started").exists() or proc.poll() is not None, message="attempt 1 to start")
-    assert proc.poll() is None, proc.communicate()[0]
+    assert proc.poll() is None, output_of(proc)
     code, output = stop(proc, timeout=15)
     assert code == 0, output
     assert "stopped (1 leases released)" in output

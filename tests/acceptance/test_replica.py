@@ -23,9 +23,9 @@ import requests
 from django.db import connection
 
 from tests.acceptance.test_faults import PG_BIN, PrivatePostgres, as_postgres, free_port
-from tests.acceptance.test_processes import stop
 from tests.conftest import engine_env
 from tests.fixtures.api import on_demand
+from tests.spawned import output_of, spawn, stop
 from tests.waiting import wait_until
 
 pytestmark = [
@@ -119,17 +119,11 @@ class Site:
             "DUETIME_REPLICA_PIN_SECONDS": 600,
         }
         command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
-        self.server = subprocess.Popen(
-            [*command, "scheduler_project.asgi:application"],
-            env=engine_env(**self.env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        self.server = spawn([*command, "scheduler_project.asgi:application"], env=engine_env(**self.env))
         wait_until(self.up, message="the web server")
 
     def up(self):
-        assert self.server.poll() is None, self.server.communicate()[0]
+        assert self.server.poll() is None, output_of(self.server)
         try:
             return requests.get(self.base_url + "/admin/login/", timeout=5).status_code == 200
         except requests.ConnectionError:

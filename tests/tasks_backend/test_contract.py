@@ -9,7 +9,6 @@ bounds; the worker is stopped (SIGTERM) when each test ends.
 
 import asyncio
 import datetime as dt
-import subprocess
 import sys
 
 import pytest
@@ -27,6 +26,7 @@ from runs.targets import PermanentError
 from runs.worker import POOLS
 from tasks_backend.unique import unique_key
 from tests.conftest import engine_env
+from tests.spawned import spawn, stop
 from tests.tasks_backend import tasks
 from tests.tasks_backend.tasks import BillingError
 from tests.waiting import wait_until
@@ -49,24 +49,13 @@ def two_slots(initech, request):
 
 
 def run_worker(*args):
-    proc = subprocess.Popen(
-        [sys.executable, "manage.py", "run_worker", "--queues", "default,emails", "--skip-checks", *args],
-        env=engine_env(**FAST),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    command = [sys.executable, "manage.py", "run_worker", "--queues", "default,emails", "--skip-checks", *args]
+    proc = spawn(command, env=engine_env(**FAST))
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-        try:
-            out, _ = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-        print(f"--- run_worker exited {proc.returncode} ---\n{out[-3000:]}")
+        code, out = stop(proc)
+        print(f"--- run_worker exited {code} ---\n{out[-3000:]}")
 
 
 def finished(result, timeout=120):

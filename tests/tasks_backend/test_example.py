@@ -8,6 +8,7 @@ import pytest
 
 from jobs.models import JobDefinition
 from tests.conftest import engine_env
+from tests.spawned import spawn, stop
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.concurrency, pytest.mark.django_db(transaction=True)]
 
@@ -15,13 +16,8 @@ EXAMPLE = {"DJANGO_SETTINGS_MODULE": "examples.django_tasks.settings", "DUETIME_
 
 
 def test_the_sample_project_runs_its_tasks_on_duetime():
-    worker = subprocess.Popen(
-        [sys.executable, "manage.py", "run_worker", "--queues", "default,emails", "--skip-checks"],
-        env=engine_env(**EXAMPLE),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    command = [sys.executable, "manage.py", "run_worker", "--queues", "default,emails", "--skip-checks"]
+    worker = spawn(command, env=engine_env(**EXAMPLE))
     try:
         sample = subprocess.run(
             [sys.executable, "-m", "examples.django_tasks.main"],
@@ -31,12 +27,7 @@ def test_the_sample_project_runs_its_tasks_on_duetime():
             timeout=180,
         )
     finally:
-        worker.terminate()
-        try:
-            out, _ = worker.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            out, _ = worker.communicate()
+        _, out = stop(worker)
     assert sample.returncode == 0, f"{sample.stdout}\n{sample.stderr}\n--- worker ---\n{out[-3000:]}"
     assert "total: 18.6 " in sample.stdout
     assert "receipt: {'order': 42, 'amount': 18.6, 'attempt': 1}" in sample.stdout
