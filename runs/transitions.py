@@ -18,7 +18,8 @@ concurrent one just moved there gets a serialization error instead of 0 rows
 (PostgreSQL cannot follow a row into another partition): a heartbeat, a
 completion, the reaper or a cancel made on its own runs once more and then
 finds the run gone from the open partition, so the caller is told what it
-would have been told (a stale lease, nothing to reap). Inside a caller's
+would have been told (a stale lease, nothing to reap); after_restore's
+release, which moves a set of runs, tries up to RELEASE_TRIES times. Inside a caller's
 transaction (the worker's tick) the error is the caller's: the worker tries
 its whole tick again.
 """
@@ -27,6 +28,7 @@ import collections
 import dataclasses
 import datetime as dt
 import json
+import logging
 import random
 
 from django.db import OperationalError, connection, transaction
@@ -41,6 +43,7 @@ from runs import generations, metrics, move_log, partitions, sql
 from runs.models import CLAIMABLE_STATES, HISTORY_STATES, OPEN_DAY, Attempt, ReadyMark, Run
 
 S = Run.State
+log = logging.getLogger("duetime.transitions")
 
 # (from, to): who makes the move. Anything not listed never happens.
 TRANSITIONS = {
@@ -153,19 +156,24 @@ def _moved_away(error):
     return getattr(cause, "sqlstate", None) == "40001" and "moved to another partition" in str(cause)
 
 
-def _again_if_moved(step, *args, **kwargs):
-    """`step(...)`, once more if a row it locked was moved to history under it (see the module docstring).
+def _again_if_moved(step, *args, tries=2, **kwargs):
+    """`step(...)`, again if a row it locked was moved to history under it (see the module docstring), `tries` in all.
 
-    Only on its own: inside a caller's transaction the error is the caller's to retry.
+    A step on one run needs one more try: the run is gone from the open
+    partition by then. A step on a set of runs may meet another moved one each
+    time; each try has fewer left. Only on its own: inside a caller's
+    transaction the error is the caller's to retry.
     """
     if connection.in_atomic_block:
         return step(*args, **kwargs)
-    try:
-        return step(*args, **kwargs)
-    except OperationalError as error:
-        if not _moved_away(error):
-            raise
-        return step(*args, **kwargs)
+    for _ in range(tries - 1):
+        try:
+            return step(*args, **kwargs)
+        except OperationalError as error:
+            if not _moved_away(error):
+                raise
+            log.info("%s met a run moved to history under it; trying again", step.__name__)
+    return step(*args, **kwargs)
 
 
 # For a caller that owns the transaction around several moves (runs.controls): the same retry, around it all.
@@ -411,6 +419,9 @@ def release(run_id, fencing_token, *, why="released unfinished by a worker shutt
         )
 
 
+RELEASE_TRIES = 10  # release_older_generations: how often it meets a moved run before it gives up
+
+
 @moves((S.LEASED, S.SCHEDULED), (S.LEASED, S.RETRY_WAIT))
 def release_older_generations(*, why, now=None):
     """After a restore (manage.py after_restore): give back every lease of an earlier restore generation.
@@ -420,7 +431,12 @@ def release_older_generations(*, why, now=None):
     claimable again at once with the attempt uncounted, as `release` does, and
     runs again with its idempotency key. Returns how many runs were released.
     """
-    now = now or timezone.now()
+    # The worker and the scheduler keep running through a restore: a completion that began before the bump
+    # may move one of these runs to history under this statement's lock, so it tries again (fewer left each time).
+    return _again_if_moved(_release_older_generations, why, now or timezone.now(), tries=RELEASE_TRIES)
+
+
+def _release_older_generations(why, now):
     older = Run.objects.filter(history_day=OPEN_DAY, fencing_token__lt=generations.first_token(generations.current()))
     values = {"attempt": F("attempt") - 1, "lease_expires_at": None, "last_error": why}
     values["available_at"] = Greatest(Value(now), F("available_at"))

@@ -10,11 +10,12 @@ import threading
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 
 from runs import claims, generations, transitions
 from runs.models import Generation, Run
 from runs.transitions import Completion, StaleLease
+from tests.waiting import wait_until
 
 T0 = dt.datetime(2026, 6, 1, 9, 0, tzinfo=dt.UTC)
 postgres_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="a server to follow is PostgreSQL's")
@@ -122,3 +123,61 @@ def test_a_new_connection_to_the_same_server_changes_nothing(job, make_run):
     was = Generation.objects.get()  # a new connection: it checked
     connection.close()
     assert Generation.objects.get().number == was.number
+
+
+def _blocked_on_a_row_lock():
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.concurrency
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_after_restore_releases_every_older_lease_when_a_completion_moves_one_into_history_under_it(
+    job, make_run, capsys
+):
+    # The worker keeps running through a restore: a completion begun before the bump moves its run into
+    # history while after_restore waits on that row. PostgreSQL refuses the lock (a serialization error,
+    # "moved to another partition"); the command tries again and releases the rest, run once.
+    finished, _ = lease_one(job, make_run)
+    held, held_lease = lease_one(job, make_run, due_at=T0 - dt.timedelta(minutes=1))
+    finished_lease = Run.objects.get(pk=finished.pk).fencing_token
+    moved, commit = threading.Event(), threading.Event()
+
+    def completing():
+        try:
+            with transaction.atomic():
+                transitions.complete_runs([Completion(finished.pk, finished_lease, "succeeded")], now=T0)
+                moved.set()
+                commit.wait(30)
+        finally:
+            connection.close()
+
+    told = {}
+
+    def restoring():
+        try:
+            call_command("after_restore", reason="pgBackRest restore")
+            told["answer"] = "went through"
+        except Exception as error:  # noqa: BLE001 - the test reports what it got
+            told["answer"] = repr(error)
+        finally:
+            connection.close()
+
+    first = threading.Thread(target=completing)
+    first.start()
+    assert moved.wait(30)
+    second = threading.Thread(target=restoring)
+    second.start()
+    wait_until(_blocked_on_a_row_lock, message="after_restore to wait for the completion's row lock")
+    commit.set()
+    first.join(30)
+    second.join(30)
+    assert told == {"answer": "went through"}
+    assert "1 lease(s) of earlier generations released" in capsys.readouterr().out
+    assert Run.objects.get(pk=finished.pk).state == "succeeded"
+    held.refresh_from_db()
+    assert (held.state, held.attempt, held.fencing_token) == ("scheduled", 0, held_lease.fencing_token)
