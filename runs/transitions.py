@@ -172,7 +172,7 @@ def _again_if_moved(step, *args, tries=2, **kwargs):
         except OperationalError as error:
             if not _moved_away(error):
                 raise
-            log.info("%s met a run moved to history under it; trying again", step.__name__)
+            log.info("a run was moved to history under this move (%s); trying again", error.__cause__)
     return step(*args, **kwargs)
 
 

@@ -137,7 +137,7 @@ def _blocked_on_a_row_lock():
 @postgres_only
 @pytest.mark.django_db(transaction=True)
 def test_after_restore_releases_every_older_lease_when_a_completion_moves_one_into_history_under_it(
-    job, make_run, capsys
+    job, make_run, capsys, caplog
 ):
     # The worker keeps running through a restore: a completion begun before the bump moves its run into
     # history while after_restore waits on that row. PostgreSQL refuses the lock (a serialization error,
@@ -178,6 +178,8 @@ def test_after_restore_releases_every_older_lease_when_a_completion_moves_one_in
     second.join(30)
     assert told == {"answer": "went through"}
     assert "1 lease(s) of earlier generations released" in capsys.readouterr().out
+    (retried,) = [r.getMessage() for r in caplog.records if r.name == "duetime.transitions"]
+    assert "moved to another partition" in retried and retried.endswith("trying again")
     assert Run.objects.get(pk=finished.pk).state == "succeeded"
     held.refresh_from_db()
     assert (held.state, held.attempt, held.fencing_token) == ("scheduled", 0, held_lease.fencing_token)
