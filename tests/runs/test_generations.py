@@ -10,12 +10,12 @@ import threading
 
 import pytest
 from django.core.management import call_command
-from django.db import connection, transaction
+from django.db import connection
 
 from runs import claims, generations, transitions
 from runs.models import Generation, Run
 from runs.transitions import Completion, StaleLease
-from tests.waiting import wait_until
+from tests.runs import moving
 
 T0 = dt.datetime(2026, 6, 1, 9, 0, tzinfo=dt.UTC)
 postgres_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="a server to follow is PostgreSQL's")
@@ -125,14 +125,6 @@ def test_a_new_connection_to_the_same_server_changes_nothing(job, make_run):
     assert Generation.objects.get().number == was.number
 
 
-def _blocked_on_a_row_lock():
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-        )
-        return cursor.fetchone()[0]
-
-
 @pytest.mark.concurrency
 @postgres_only
 @pytest.mark.django_db(transaction=True)
@@ -145,38 +137,14 @@ def test_after_restore_releases_every_older_lease_when_a_completion_moves_one_in
     finished, _ = lease_one(job, make_run)
     held, held_lease = lease_one(job, make_run, due_at=T0 - dt.timedelta(minutes=1))
     finished_lease = Run.objects.get(pk=finished.pk).fencing_token
-    moved, commit = threading.Event(), threading.Event()
-
-    def completing():
-        try:
-            with transaction.atomic():
-                transitions.complete_runs([Completion(finished.pk, finished_lease, "succeeded")], now=T0)
-                moved.set()
-                commit.wait(30)
-        finally:
-            connection.close()
-
-    told = {}
-
-    def restoring():
-        try:
-            call_command("after_restore", reason="pgBackRest restore")
-            told["answer"] = "went through"
-        except Exception as error:  # noqa: BLE001 - the test reports what it got
-            told["answer"] = repr(error)
-        finally:
-            connection.close()
-
-    first = threading.Thread(target=completing)
-    first.start()
-    assert moved.wait(30)
-    second = threading.Thread(target=restoring)
-    second.start()
-    wait_until(_blocked_on_a_row_lock, message="after_restore to wait for the completion's row lock")
-    commit.set()
-    first.join(30)
-    second.join(30)
-    assert told == {"answer": "went through"}
+    told = moving.race_a_completion(
+        finished.pk,
+        finished_lease,
+        T0,
+        lambda: call_command("after_restore", reason="pgBackRest restore"),
+        waiting_for="after_restore to wait for the completion's row lock",
+    )
+    assert told == "went through"
     assert "1 lease(s) of earlier generations released" in capsys.readouterr().out
     (retried,) = [r.getMessage() for r in caplog.records if r.name == "duetime.transitions"]
     assert "moved to another partition" in retried and retried.endswith("trying again")

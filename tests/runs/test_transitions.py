@@ -6,7 +6,6 @@ never consulted (PostgreSQL's now() cannot be frozen from Python).
 
 import datetime as dt
 import random
-import threading
 
 import pytest
 from django.db import connection, transaction
@@ -16,7 +15,7 @@ from runs import claims, transitions
 from runs.models import Attempt, Run
 from runs.transitions import TRANSITIONS, Completion, StaleLease
 from tests.conftest import is_postgres  # noqa: F401 (the skipif conditions below)
-from tests.waiting import wait_until
+from tests.runs import moving
 
 T0 = dt.datetime(2026, 6, 1, 9, 0, tzinfo=dt.UTC)
 
@@ -286,14 +285,6 @@ def test_it_stores_a_handlers_error_with_its_credentials_redacted(job, make_run)
     assert DeadLetter.objects.get(run=run).last_error == expected
 
 
-def _blocked_on_a_row_lock():
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-        )
-        return cursor.fetchone()[0]
-
-
 @pytest.mark.concurrency
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.skipif("not is_postgres()", reason="rows move between partitions on PostgreSQL only")
@@ -302,42 +293,16 @@ def test_a_call_that_waited_for_the_completion_moving_its_run_into_history_is_to
     # PostgreSQL refuses to lock a row that moved partitions under it (a serialization error); the
     # transition runs once more, finds the run gone from the open partition, and says stale.
     run, lease = lease_one(job, make_run)
-    moved, commit = threading.Event(), threading.Event()
-
-    def completing():
-        try:
-            with transaction.atomic():
-                transitions.complete_runs([Completion(run.pk, lease.fencing_token, "succeeded")], now=at(2))
-                moved.set()
-                commit.wait(30)
-        finally:
-            connection.close()
-
-    told = {}
 
     def racing():
-        try:
-            if racer == "heartbeat":
-                transitions.heartbeat(run.pk, lease.fencing_token, 30, now=at(3))
-            else:
-                transitions.complete(run.pk, lease.fencing_token, "succeeded", now=at(3))
-            told["answer"] = "went through"
-        except StaleLease:
-            told["answer"] = "stale"
-        except Exception as error:  # noqa: BLE001 - the test reports what it got
-            told["answer"] = repr(error)
-        finally:
-            connection.close()
+        if racer == "heartbeat":
+            transitions.heartbeat(run.pk, lease.fencing_token, 30, now=at(3))
+        else:
+            transitions.complete(run.pk, lease.fencing_token, "succeeded", now=at(3))
 
-    first = threading.Thread(target=completing)
-    first.start()
-    assert moved.wait(30)
-    second = threading.Thread(target=racing)
-    second.start()
-    wait_until(_blocked_on_a_row_lock, message="the second call to wait for the completion's row lock")
-    commit.set()
-    first.join(30)
-    second.join(30)
-    assert told["answer"] == "stale"
+    told = moving.race_a_completion(
+        run.pk, lease.fencing_token, at(2), racing, waiting_for="the second call to wait for the completion's row lock"
+    )
+    assert told == "stale"
     assert Run.objects.get(pk=run.pk).state == "succeeded"
     assert Attempt.objects.filter(run=run).count() == 1
